@@ -1,0 +1,35 @@
+"""The Flask app factory: `create_app(settings)` builds everything; nothing at import time."""
+
+from __future__ import annotations
+
+from flask import Flask, Response, jsonify
+from werkzeug.exceptions import HTTPException
+
+from app.db import Database
+from app.logs import get_logger
+from app.metrics import Metrics
+from app.settings import Settings
+from app.state import EXTENSION, Onloop
+
+
+def create_app(settings: Settings, db: Database | None = None) -> Flask:
+    """Build the web app for `settings`; pass `db` to share an engine (tests)."""
+    app = Flask(__name__)
+    app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
+    database = db or Database(settings.database_url)
+    app.extensions[EXTENSION] = Onloop(
+        settings=settings, db=database, metrics=Metrics(database), log=get_logger("onloop.web")
+    )
+
+    from app import health, webhooks
+
+    app.register_blueprint(webhooks.bp)
+    app.register_blueprint(health.bp)
+
+    @app.errorhandler(HTTPException)
+    def _http_error(exc: HTTPException) -> Response:
+        response = jsonify(error=exc.description)
+        response.status_code = exc.code or 500
+        return response
+
+    return app

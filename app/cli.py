@@ -1,0 +1,189 @@
+"""The `onloop` command line: web, worker, beat, dev, replay, doctor, redeliver, db, sandbox."""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import click
+from pydantic import ValidationError
+
+from app.settings import REQUIRED_FOR_SERVICE, Settings, load_settings
+
+
+def settings_or_exit(required: tuple[str, ...] = ()) -> Settings:
+    """Build the settings once; on any problem print every bad name (never a value), exit 2."""
+    try:
+        settings = load_settings()
+    except ValidationError as exc:
+        # Never print e["input"]: it may be a secret.
+        lines = [
+            f"  ONLOOP_{str(e['loc'][0]).upper()}: {e['msg']}" for e in exc.errors() if e["loc"]
+        ]
+        click.echo("onloop: invalid settings:\n" + "\n".join(lines), err=True)
+        sys.exit(2)
+    missing = settings.missing(required)
+    if missing:
+        click.echo(
+            "onloop: missing required settings: " + ", ".join(missing) + "\n"
+            "Set them in the environment or in a .env file (see README, 'Settings').",
+            err=True,
+        )
+        sys.exit(2)
+    return settings
+
+
+def check_migrated(settings: Settings) -> None:
+    from app import migrate
+
+    try:
+        at, head = migrate.current(settings.database_url), migrate.head()
+    except Exception as exc:
+        click.echo(f"onloop: cannot reach the database: {type(exc).__name__}", err=True)
+        sys.exit(2)
+    if at != head:
+        click.echo(
+            f"onloop: the database is at {at}, not {head}: run `onloop db upgrade`", err=True
+        )
+        sys.exit(2)
+
+
+@click.group()
+def main() -> None:
+    """onloop: background coding agents for a GitHub organisation."""
+
+
+@main.command()
+@click.option("--bind", default="127.0.0.1:8000", show_default=True, help="HOST:PORT")
+def web(bind: str) -> None:
+    """Serve the Flask app with gunicorn."""
+    from app.logs import configure_logging
+    from app.server import serve
+
+    settings = settings_or_exit(REQUIRED_FOR_SERVICE)
+    configure_logging(settings.log_level, settings.log_json)
+    check_migrated(settings)
+    serve(settings, bind)
+
+
+@main.command()
+@click.option("--concurrency", default=4, show_default=True, help="jobs run at once")
+@click.option("--beat/--no-beat", default=False, help="also run the periodic scheduler")
+def worker(concurrency: int, beat: bool) -> None:
+    """Run the Celery worker (and the outbox dispatcher)."""
+    from app.logs import configure_logging
+    from tasks.worker import run_worker
+
+    settings = settings_or_exit((*REQUIRED_FOR_SERVICE, "redis_url"))
+    configure_logging(settings.log_level, settings.log_json)
+    check_migrated(settings)
+    run_worker(settings, concurrency=concurrency, beat=beat)
+
+
+@main.command()
+@click.option("--bind", default="127.0.0.1:8000", show_default=True)
+def dev(bind: str) -> None:
+    """Web and worker together with embedded defaults (SQLite, a local Redis)."""
+    from app.devserver import run_dev
+
+    run_dev(bind)
+
+
+@main.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--event", "event_name", required=True, help="the X-GitHub-Event name")
+@click.option("--url", default=None, help="default: ONLOOP_PUBLIC_URL/webhooks/github")
+@click.option("--delivery", default=None, help="the X-GitHub-Delivery GUID (default: new)")
+def replay(file: Path, event_name: str, url: str | None, delivery: str | None) -> None:
+    """Send a signed webhook delivery from a JSON file."""
+    import requests
+
+    from app.events import sign
+
+    settings = settings_or_exit(("webhook_secret",))
+    assert settings.webhook_secret is not None
+    body = file.read_bytes()
+    json.loads(body)  # fail here, not on the server, when the file is not JSON
+    target = url or settings.public_url.rstrip("/") + "/webhooks/github"
+    headers = {
+        "Content-Type": "application/json",
+        "X-GitHub-Event": event_name,
+        "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
+        "X-Hub-Signature-256": sign(body, settings.webhook_secret.get_secret_value()),
+        "User-Agent": "onloop-replay",
+    }
+    response = requests.post(target, data=body, headers=headers, timeout=30)
+    click.echo(f"{response.status_code} {response.text.strip()}")
+    sys.exit(0 if response.status_code < 400 else 1)
+
+
+@main.command()
+def doctor() -> None:
+    """Check configuration, database, Redis, Docker and GitHub credentials."""
+    from app.doctor import run_doctor
+
+    sys.exit(run_doctor(load_settings_for_doctor()))
+
+
+def load_settings_for_doctor() -> Settings | ValidationError:
+    try:
+        return load_settings()
+    except ValidationError as exc:
+        return exc
+
+
+@main.command()
+@click.option("--since", default="24h", show_default=True, help="how far back: 30m, 24h, 7d")
+def redeliver(since: str) -> None:
+    """Ask GitHub to redeliver deliveries that never reached onloop."""
+    from app.db import Database
+    from tasks.redeliver import redeliver_missed
+
+    settings = settings_or_exit(("app_id", "private_key_path"))
+    guids = redeliver_missed(settings, Database(settings.database_url), _since(since))
+    click.echo(f"requested {len(guids)} redelivery(ies)")
+    for guid in guids:
+        click.echo(f"  {guid}")
+
+
+def _since(text: str) -> datetime:
+    units = {"m": "minutes", "h": "hours", "d": "days"}
+    try:
+        amount, unit = int(text[:-1]), units[text[-1]]
+    except (ValueError, KeyError, IndexError):
+        raise click.BadParameter("use a number and m, h or d, e.g. 24h") from None
+    return datetime.now(UTC) - timedelta(**{unit: amount})
+
+
+@main.group()
+def db() -> None:
+    """Database migrations."""
+
+
+@db.command("upgrade")
+@click.option("--revision", default="head", show_default=True)
+def db_upgrade(revision: str) -> None:
+    """Apply the Alembic migrations."""
+    from app import migrate
+
+    settings = settings_or_exit()
+    migrate.upgrade(settings.database_url, revision)
+    click.echo(f"database at {migrate.current(settings.database_url)}")
+
+
+def _register_optional() -> None:
+    try:
+        from tasks.sandbox.cli import sandbox
+    except ImportError:
+        return
+    main.add_command(sandbox)
+
+
+_register_optional()
+
+
+if __name__ == "__main__":
+    main()

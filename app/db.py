@@ -1,0 +1,82 @@
+"""Database engine and sessions: one engine per settings, built by the app factory or worker."""
+
+from __future__ import annotations
+
+import fcntl
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for `url`; SQLite gets its directory, WAL and a busy timeout."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+
+        @event.listens_for(engine, "connect")
+        def _sqlite_pragmas(dbapi_conn, _record):  # type: ignore[no-untyped-def]
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA busy_timeout=30000")
+            # WAL with synchronous=NORMAL survives a crash of onloop; only power loss can
+            # drop the last commits. Production runs on PostgreSQL.
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.close()
+
+        return engine
+    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+
+
+class Database:
+    """An engine and its session factory."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.engine = make_engine(url)
+        self.sessions = sessionmaker(self.engine, expire_on_commit=False)
+        parsed = make_url(url)
+        self._lock_path: Path | None = None
+        if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+            self._lock_path = Path(f"{parsed.database}.write-lock")
+        self._thread_lock = threading.Lock()
+
+    @contextmanager
+    def write_lock(self) -> Iterator[None]:
+        """Serialise SQLite writers across threads and processes.
+
+        SQLite allows one writer; waiting writers otherwise sleep in its busy handler with
+        growing back-off, which is what makes tail latency bad. A flock wakes the next writer
+        at once. PostgreSQL needs none of this.
+        """
+        if self._lock_path is None:
+            yield
+            return
+        with self._thread_lock, open(self._lock_path, "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A session that commits on success and rolls back on error."""
+        with self.sessions() as s:
+            try:
+                yield s
+                s.commit()
+            except BaseException:
+                s.rollback()
+                raise
+
+    def dispose(self) -> None:
+        self.engine.dispose()

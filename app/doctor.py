@@ -1,0 +1,144 @@
+"""`onloop doctor`: one line per check, each failure with what to do about it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import click
+from pydantic import ValidationError
+
+from app.settings import Settings
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    hint: str = ""
+
+
+def _settings(s: Settings) -> Check:
+    missing = s.missing()
+    if missing:
+        return Check(
+            "settings", False, "missing " + ", ".join(missing), "set them in .env (README)"
+        )
+    return Check("settings", True, "all required settings present")
+
+
+def _webhook_secret(s: Settings) -> Check:
+    secret = s.webhook_secret.get_secret_value() if s.webhook_secret else ""
+    if not secret:
+        return Check("webhook secret", False, "not set", "set ONLOOP_WEBHOOK_SECRET to the App's")
+    if len(secret) < 16:
+        return Check("webhook secret", False, "shorter than 16 characters", "use a long random one")
+    return Check("webhook secret", True, "set")
+
+
+def _database(s: Settings) -> Check:
+    from app import migrate
+
+    try:
+        at, head = migrate.current(s.database_url), migrate.head()
+    except Exception as exc:
+        return Check(
+            "database", False, f"cannot connect ({type(exc).__name__})", "check ONLOOP_DATABASE_URL"
+        )
+    if at != head:
+        return Check(
+            "database", False, f"at revision {at}, code expects {head}", "onloop db upgrade"
+        )
+    return Check("database", True, f"reachable, at {at}")
+
+
+def _redis(s: Settings) -> Check:
+    if not s.redis_url:
+        return Check("redis", False, "ONLOOP_REDIS_URL not set", "set it (onloop dev starts one)")
+    import redis
+
+    try:
+        redis.Redis.from_url(s.redis_url, socket_connect_timeout=2, socket_timeout=2).ping()
+    except Exception as exc:
+        return Check(
+            "redis", False, f"no answer ({type(exc).__name__})", "start Redis or fix the URL"
+        )
+    return Check("redis", True, "answers PING")
+
+
+def _docker(s: Settings) -> Check:
+    if s.sandbox_backend != "docker":
+        return Check("docker", True, f"not used (sandbox backend {s.sandbox_backend})")
+    import docker
+
+    try:
+        client = docker.from_env(timeout=5)
+        client.ping()
+    except Exception as exc:
+        return Check(
+            "docker",
+            False,
+            f"daemon unreachable ({type(exc).__name__})",
+            "start dockerd or set DOCKER_HOST",
+        )
+    try:
+        client.images.get(s.sandbox_image)
+    except Exception:
+        return Check(
+            "docker", False, f"image {s.sandbox_image} missing", "onloop sandbox build-image"
+        )
+    return Check("docker", True, f"daemon up, image {s.sandbox_image} present")
+
+
+def _github(s: Settings) -> Check:
+    if s.app_id is None or s.private_key_path is None:
+        return Check(
+            "github app", False, "ONLOOP_APP_ID or ONLOOP_PRIVATE_KEY_PATH unset", "set both"
+        )
+    if not s.private_key_path.exists():
+        return Check(
+            "github app", False, f"no key at {s.private_key_path}", "download the App's key"
+        )
+    from app import github as gh
+
+    try:
+        slug = gh.app_slug(s)
+    except Exception as exc:
+        return Check(
+            "github app",
+            False,
+            f"GitHub refused the App's JWT ({type(exc).__name__})",
+            "check ONLOOP_APP_ID matches the key, and the machine clock",
+        )
+    if s.app_slug and slug != s.app_slug:
+        return Check("github app", False, f"App slug is {slug}", f"set ONLOOP_APP_SLUG={slug}")
+    return Check("github app", True, f"JWT accepted, App {slug}")
+
+
+CHECKS: list[Callable[[Settings], Check]] = [
+    _settings,
+    _webhook_secret,
+    _database,
+    _redis,
+    _docker,
+    _github,
+]
+
+
+def run_doctor(settings: Settings | ValidationError) -> int:
+    if isinstance(settings, ValidationError):
+        for e in settings.errors():
+            name = f"ONLOOP_{str(e['loc'][0]).upper()}" if e["loc"] else "settings"
+            click.echo(f"FAIL settings: {name}: {e['msg']} -> fix its value")
+        return 1
+    failed = 0
+    for check in CHECKS:
+        try:
+            result = check(settings)
+        except Exception as exc:
+            result = Check(check.__name__.strip("_"), False, f"check crashed: {type(exc).__name__}")
+        failed += not result.ok
+        line = f"{'ok  ' if result.ok else 'FAIL'} {result.name}: {result.detail}"
+        click.echo(line + (f" -> {result.hint}" if result.hint and not result.ok else ""))
+    return 1 if failed else 0

@@ -1,0 +1,35 @@
+"""Operational routes: /healthz (alive), /readyz (database reachable), /metrics."""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response, current_app, jsonify
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from sqlalchemy import text
+
+from app.state import onloop
+
+bp = Blueprint("health", __name__)
+
+
+@bp.get("/healthz")
+def healthz() -> Response:
+    return jsonify(status="ok")
+
+
+@bp.get("/readyz")
+def readyz() -> Response:
+    state = onloop(current_app)
+    try:
+        with state.db.sessions() as s:
+            s.execute(text("SELECT 1"))
+    except Exception as exc:
+        response = jsonify(status="unavailable", database=type(exc).__name__)
+        response.status_code = 503
+        return response
+    return jsonify(status="ok")
+
+
+@bp.get("/metrics")
+def metrics() -> Response:
+    registry = onloop(current_app).metrics.registry
+    return Response(generate_latest(registry), mimetype=CONTENT_TYPE_LATEST)

@@ -1,0 +1,44 @@
+"""`onloop db upgrade`: Alembic migrations run from the package, with onloop's database URL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+
+
+def alembic_config(url: str) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return cfg
+
+
+def upgrade(url: str, revision: str = "head") -> None:
+    """Bring the database at `url` to `revision`."""
+    from app.db import make_engine
+
+    make_engine(url).dispose()  # creates the SQLite directory when needed
+    command.upgrade(alembic_config(url), revision)
+
+
+def current(url: str) -> str | None:
+    """The revision the database is at, or None before the first migration."""
+    from alembic.runtime.migration import MigrationContext
+    from sqlalchemy import create_engine
+
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return MigrationContext.configure(conn).get_current_revision()
+    finally:
+        engine.dispose()
+
+
+def head() -> str | None:
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()

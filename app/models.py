@@ -1,0 +1,115 @@
+"""The tables: deliveries, installations, jobs, the outbox and repository config cache."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, DateTime, ForeignKey, Integer, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class JobState:
+    """The states a job moves through; terminal ones free its idempotency key."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    WAITING_FOR_AUTHORIZATION = "waiting_for_authorization"
+
+    LIVE = (QUEUED, RUNNING, WAITING_FOR_AUTHORIZATION)
+    TERMINAL = (SUCCEEDED, FAILED, CANCELLED)
+
+
+class Delivery(Base):
+    """One webhook delivery, keyed by GitHub's X-GitHub-Delivery GUID."""
+
+    __tablename__ = "deliveries"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    guid: Mapped[str] = mapped_column(String(64), unique=True)
+    event: Mapped[str] = mapped_column(String(64))
+    action: Mapped[str | None] = mapped_column(String(64))
+    installation_id: Mapped[int | None] = mapped_column(BigInteger)
+    repo: Mapped[str | None] = mapped_column(String(200))
+    sender: Mapped[str | None] = mapped_column(String(100))
+    outcome: Mapped[str] = mapped_column(String(200))
+    received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Installation(Base):
+    """A GitHub App installation, kept from installation events."""
+
+    __tablename__ = "installations"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    account_login: Mapped[str] = mapped_column(String(100))
+    account_type: Mapped[str | None] = mapped_column(String(20))
+    repositories: Mapped[list[Any]] = mapped_column(default=list)
+    suspended: Mapped[bool] = mapped_column(default=False)
+    deleted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), default=utcnow, onupdate=utcnow
+    )
+
+
+class Job(Base):
+    """One unit of work; `live_key` is set while live so a second trigger joins it."""
+
+    __tablename__ = "jobs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    repo: Mapped[str] = mapped_column(String(200), index=True)
+    repo_id: Mapped[int | None] = mapped_column(BigInteger)
+    installation_id: Mapped[int | None] = mapped_column(BigInteger)
+    number: Mapped[int | None] = mapped_column(Integer)
+    head_sha: Mapped[str | None] = mapped_column(String(40))
+    requested_by: Mapped[str] = mapped_column(String(100))
+    requested_by_id: Mapped[int | None] = mapped_column(BigInteger)
+    state: Mapped[str] = mapped_column(String(32), default=JobState.QUEUED, index=True)
+    live_key: Mapped[str | None] = mapped_column(String(400), unique=True)
+    params: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    steps: Mapped[list[Any]] = mapped_column(default=list)
+    result: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    delivery_id: Mapped[int | None] = mapped_column(ForeignKey("deliveries.id"))
+    lease_owner: Mapped[str | None] = mapped_column(String(200))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class Outbox(Base):
+    """A job waiting to be published to Celery; written in the delivery's transaction."""
+
+    __tablename__ = "outbox"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id"), index=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    published_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), index=True)
+    publish_attempts: Mapped[int] = mapped_column(Integer, default=0)
+    last_error: Mapped[str | None] = mapped_column(Text)
+
+
+class RepoConfigCache(Base):
+    """The last `.github/onloop.yml` a worker read from a repository's default branch."""
+
+    __tablename__ = "repo_configs"
+
+    repo: Mapped[str] = mapped_column(String(200), primary_key=True)
+    text: Mapped[str | None] = mapped_column(Text)
+    sha: Mapped[str | None] = mapped_column(String(40))
+    fetched_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -1,0 +1,119 @@
+"""`.github/onloop.yml`: the per-repository settings, validated with pydantic."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+Permission = Literal["read", "triage", "write", "maintain", "admin"]
+PERMISSION_RANK: dict[str, int] = {"read": 0, "triage": 1, "write": 2, "maintain": 3, "admin": 4}
+ALLOWED_COMMANDS = ("fix", "rebase", "review")
+Verb = Literal["fix", "rebase", "review"]
+
+
+def _all_commands() -> list[Verb]:
+    return ["fix", "rebase", "review"]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class SandboxConfig(_Section):
+    image: str | None = None
+    setup: str | None = None
+    timeout: int = Field(default=900, ge=10, le=6 * 3600)
+
+
+class ChecksConfig(_Section):
+    fix: list[str] | None = None
+    test: str | None = None
+
+
+class PathsConfig(_Section):
+    deny: list[str] = Field(default_factory=lambda: [".github/workflows/**"])
+
+
+class LimitsConfig(_Section):
+    max_files: int = Field(default=20, ge=1)
+    max_changed_lines: int = Field(default=500, ge=1)
+
+
+class RepoConfig(_Section):
+    """Every key is optional; unknown keys are kept aside and reported, not fatal."""
+
+    commands: list[Verb] = Field(default_factory=_all_commands)
+    auto_fix_ci: bool = True
+    max_ci_fix_attempts: int = Field(default=2, ge=0, le=10)
+    trigger_permission: Permission = "write"
+    fix_label: str = "agent:fix"
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    checks: ChecksConfig = Field(default_factory=ChecksConfig)
+    paths: PathsConfig = Field(default_factory=PathsConfig)
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
+
+    def allows(self, verb: str) -> bool:
+        return verb not in ALLOWED_COMMANDS or verb in self.commands
+
+
+class ConfigError(Exception):
+    """The file is not valid; `line` is 1-based where known."""
+
+    def __init__(self, message: str, line: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.line = line
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.message}" if self.line else self.message
+
+
+def _unknown_keys(data: dict[str, object], model: type[BaseModel], prefix: str = "") -> list[str]:
+    unknown: list[str] = []
+    for key, value in data.items():
+        field = model.model_fields.get(key)
+        if field is None:
+            unknown.append(prefix + str(key))
+            continue
+        annotation = field.annotation
+        if isinstance(value, dict) and isinstance(annotation, type):
+            if issubclass(annotation, BaseModel):
+                unknown += _unknown_keys(value, annotation, f"{prefix}{key}.")
+    return unknown
+
+
+def parse_repo_config(text: str | None) -> tuple[RepoConfig, list[str]]:
+    """Parse the file's text; returns the config and the unknown keys, or raises ConfigError."""
+    if text is None or not text.strip():
+        return RepoConfig(), []
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"not valid YAML: {problem}", line) from None
+    if data is None:
+        return RepoConfig(), []
+    if not isinstance(data, dict):
+        raise ConfigError("the file must be a mapping of keys to values", 1)
+    try:
+        config = RepoConfig.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ConfigError(f"{where}: {first['msg']}", _line_of(text, first["loc"])) from None
+    return config, _unknown_keys(data, RepoConfig)
+
+
+def _line_of(text: str, loc: tuple[int | str, ...]) -> int | None:
+    """The line where the top-level key of `loc` appears, for error messages."""
+    if not loc:
+        return None
+    key = str(loc[0])
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.split("#", 1)[0].rstrip().startswith(f"{key}:"):
+            return number
+    return None

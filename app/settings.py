@@ -1,0 +1,73 @@
+"""onloop's settings: read once from ONLOOP_* variables or a .env file, then passed around."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# Settings a process needs before it may serve webhooks or run jobs (`onloop web`/`worker`).
+REQUIRED_FOR_SERVICE: tuple[str, ...] = (
+    "app_id",
+    "app_slug",
+    "private_key_path",
+    "webhook_secret",
+    "client_id",
+    "client_secret",
+    "secret_key",
+)
+
+
+class Settings(BaseSettings):
+    """Every ONLOOP_* setting; the names and defaults are the design's interface contract."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="ONLOOP_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
+    )
+
+    github_url: str = "https://github.com"
+    github_api_url: str = "https://api.github.com"
+    app_id: int | None = None
+    app_slug: str | None = None
+    private_key_path: Path | None = None
+    webhook_secret: SecretStr | None = None
+    client_id: str | None = None
+    client_secret: SecretStr | None = None
+    public_url: str = "http://localhost:8000"
+    secret_key: SecretStr | None = None
+    database_url: str = "sqlite:///var/onloop.db"
+    redis_url: str | None = None
+    sandbox_backend: Literal["docker", "local"] = "docker"
+    sandbox_image: str = "onloop-sandbox:latest"
+    sandbox_runtime: str | None = None
+    agent: Literal["none", "openai", "command"] = "none"
+
+    # Not in the design's table, but named the same way.
+    fix_label: str = "agent:fix"
+    max_body_bytes: int = 25 * 1024 * 1024
+    job_time_limit: int = Field(default=3600, ge=60)
+    dispatch_interval: float = 1.0
+    redeliver_interval: int = 3600
+    log_level: str = "INFO"
+    log_json: bool = True
+
+    @property
+    def bot_login(self) -> str | None:
+        """The login GitHub gives the App's own actions: `<slug>[bot]`."""
+        return f"{self.app_slug}[bot]" if self.app_slug else None
+
+    @property
+    def visibility_timeout(self) -> int:
+        """Redis visibility timeout: longer than the longest job, so none is redelivered early."""
+        return self.job_time_limit * 2 + 300
+
+    def missing(self, names: tuple[str, ...] = REQUIRED_FOR_SERVICE) -> list[str]:
+        """The ONLOOP_* variable names among `names` that have no value."""
+        return [f"ONLOOP_{n.upper()}" for n in names if getattr(self, n) in (None, "")]
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Build the settings once; tests and `onloop dev` pass overrides."""
+    return Settings(**overrides)  # type: ignore[arg-type]

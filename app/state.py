@@ -1,0 +1,27 @@
+"""What the app factory builds once and every request shares: settings, database, metrics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import structlog
+from flask import Flask
+
+from app.db import Database
+from app.metrics import Metrics
+from app.settings import Settings
+
+EXTENSION = "onloop"
+
+
+@dataclass
+class Onloop:
+    settings: Settings
+    db: Database
+    metrics: Metrics
+    log: structlog.stdlib.BoundLogger
+
+
+def onloop(app: Flask) -> Onloop:
+    state: Onloop = app.extensions[EXTENSION]
+    return state

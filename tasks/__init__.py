@@ -1,0 +1,1 @@
+"""The worker side: the Celery app, job entry points, sandboxes, git and reporting."""

@@ -1,0 +1,85 @@
+"""What a running job sees: its row, settings, database, a step recorder and a cancel flag."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import select
+
+from app.db import Database
+from app.models import Job, JobState
+from app.settings import Settings
+
+OUTPUT_TAIL = 4000
+Runner = Callable[["JobContext"], dict[str, Any]]
+
+
+class Cancelled(Exception):
+    """The job was cancelled (a command, a newer push, or its lease was lost)."""
+
+
+class JobFailed(Exception):
+    """The job cannot go on; `message` says why and what the person can do instead."""
+
+    def __init__(self, message: str, **result: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.result = result
+
+
+@dataclass
+class JobContext:
+    settings: Settings
+    db: Database
+    job: Job
+    cancel: threading.Event = field(default_factory=threading.Event)
+    steps: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return self.job.params or {}
+
+    def check_cancelled(self) -> None:
+        """Raise Cancelled when the job is no longer wanted."""
+        if self.cancel.is_set():
+            raise Cancelled()
+        with self.db.sessions() as s:
+            state = s.scalar(select(Job.state).where(Job.id == self.job.id))
+        if state != JobState.RUNNING:
+            self.cancel.set()
+            raise Cancelled()
+
+    def _save_steps(self) -> None:
+        with self.db.session() as s:
+            row = s.get(Job, self.job.id)
+            if row is not None:
+                row.steps = [dict(step) for step in self.steps]
+
+    @contextmanager
+    def step(self, name: str, kind: str = "deterministic") -> Iterator[dict[str, Any]]:
+        """Record a step's state, duration and output tail on the job."""
+        self.check_cancelled()
+        record: dict[str, Any] = {"name": name, "kind": kind, "state": "running", "output": ""}
+        self.steps.append(record)
+        self._save_steps()
+        started = time.monotonic()
+        try:
+            yield record
+        except Cancelled:
+            record["state"] = "cancelled"
+            raise
+        except BaseException as exc:
+            record["state"] = "failed"
+            record["error"] = str(exc)[:500]
+            raise
+        else:
+            record["state"] = "succeeded"
+        finally:
+            record["duration"] = round(time.monotonic() - started, 3)
+            record["output"] = str(record.get("output", ""))[-OUTPUT_TAIL:]
+            self._save_steps()

@@ -1,0 +1,142 @@
+"""Jobs that answer in a comment: `/agent help`, `/agent status`, `/agent cancel`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from github.Repository import Repository
+from sqlalchemy import select, update
+
+from app import github as gh
+from app.commands import Kind
+from app.models import Job, JobState, utcnow
+from app.repo_config import ALLOWED_COMMANDS
+from tasks.comments import upsert_comment
+from tasks.context import JobContext, JobFailed, Runner
+from tasks.repo_settings import LoadedConfig, load_repo_config
+
+VERB_HELP = {
+    "rebase": "rebase this pull request onto its base branch",
+    "fix": "make this pull request's failing checks pass",
+    "review": "review this pull request with linters (and the agent, when one is configured)",
+}
+
+
+def repository(ctx: JobContext) -> Repository:
+    """The job's repository through an installation token narrowed to it."""
+    if ctx.job.installation_id is None:
+        raise JobFailed("the delivery named no installation, so onloop cannot act on it")
+    token = gh.installation_token(
+        ctx.settings, ctx.job.installation_id, repositories=[ctx.job.repo.split("/", 1)[1]]
+    )
+    return gh.installation_client(ctx.settings, token).get_repo(ctx.job.repo)
+
+
+def reply(ctx: JobContext, repo: Repository, body: str) -> int:
+    """Post (or edit, when the job runs again) this job's one reply comment."""
+    assert ctx.job.number is not None
+    issue = repo.get_issue(ctx.job.number)
+    comment = upsert_comment(issue, f"job-{ctx.job.id}", body, ctx.settings.bot_login)
+    return int(comment.id)
+
+
+def help_text(loaded: LoadedConfig, params: dict[str, Any]) -> str:
+    lines: list[str] = []
+    if params.get("unknown_verb"):
+        lines.append(f"I don't know the command `/agent {params['unknown_verb']}`.\n")
+    if params.get("refused_verb"):
+        lines.append(
+            f"`/agent {params['refused_verb']}` is not enabled for this repository "
+            "(`commands:` in `.github/onloop.yml` on the default branch).\n"
+        )
+    lines.append("Commands on this pull request:\n")
+    for verb in ALLOWED_COMMANDS:
+        if verb in loaded.config.commands:
+            lines.append(f"- `/agent {verb}`: {VERB_HELP[verb]}")
+    lines += [
+        "- `/agent status`: show the state of onloop's jobs here",
+        "- `/agent cancel`: stop onloop's running jobs here",
+        "- `/agent help`: this list",
+    ]
+    if loaded.error is not None:
+        lines.append(f"\n`.github/onloop.yml` has a problem at {loaded.error}; defaults apply.")
+    if loaded.unknown:
+        lines.append(f"\n`.github/onloop.yml` has unknown keys: {', '.join(loaded.unknown)}.")
+    return "\n".join(lines)
+
+
+def run_help(ctx: JobContext) -> dict[str, Any]:
+    repo = repository(ctx)
+    with ctx.step("reply") as step:
+        loaded = load_repo_config(ctx.db, repo)
+        step["output"] = f"comment {reply(ctx, repo, help_text(loaded, ctx.params))}"
+    return {"comment": step["output"]}
+
+
+def _pr_jobs(ctx: JobContext, live_only: bool) -> list[Job]:
+    with ctx.db.sessions() as s:
+        query = select(Job).where(
+            Job.repo == ctx.job.repo, Job.number == ctx.job.number, Job.kind.in_(Kind.SANDBOXED)
+        )
+        if live_only:
+            query = query.where(Job.state.in_(JobState.LIVE))
+        return list(s.scalars(query.order_by(Job.id.desc()).limit(10)))
+
+
+def run_status(ctx: JobContext) -> dict[str, Any]:
+    repo = repository(ctx)
+    jobs = _pr_jobs(ctx, live_only=False)
+    if not jobs:
+        body = "onloop has no jobs on this pull request."
+    else:
+        rows = ["| job | command | state | requested by |", "|---|---|---|---|"]
+        rows += [f"| #{j.id} | {j.kind} | {j.state} | @{j.requested_by} |" for j in jobs]
+        body = "\n".join(rows)
+    with ctx.step("reply"):
+        reply(ctx, repo, body)
+    return {"jobs": [j.id for j in jobs]}
+
+
+def run_cancel(ctx: JobContext) -> dict[str, Any]:
+    repo = repository(ctx)
+    ids = [j.id for j in _pr_jobs(ctx, live_only=True)]
+    if ids:
+        with ctx.db.session() as s:
+            s.execute(
+                update(Job)
+                .where(Job.id.in_(ids), Job.state.in_(JobState.LIVE))
+                .values(
+                    state=JobState.CANCELLED,
+                    live_key=None,
+                    finished_at=utcnow(),
+                    result={"reason": f"cancelled by @{ctx.job.requested_by}"},
+                )
+            )
+    body = f"Cancelled {', '.join(f'#{i}' for i in ids)}." if ids else "Nothing to cancel here."
+    with ctx.step("reply"):
+        reply(ctx, repo, body)
+    return {"cancelled": ids}
+
+
+def run_not_available(ctx: JobContext) -> dict[str, Any]:
+    repo = repository(ctx)
+    verb = ctx.params.get("verb") or ctx.job.kind
+    body = (
+        f"`{verb}` was received, but this onloop installation cannot run it yet. "
+        "Ask its operator to upgrade onloop, or run the change by hand."
+    )
+    if ctx.job.number is not None:
+        with ctx.step("reply"):
+            reply(ctx, repo, body)
+    raise JobFailed(f"{ctx.job.kind} is not available in this version")
+
+
+RUNNERS: dict[str, Runner] = {
+    Kind.HELP: run_help,
+    Kind.STATUS: run_status,
+    Kind.CANCEL: run_cancel,
+    Kind.FIX_ISSUE: run_not_available,
+    Kind.REBASE_PR: run_not_available,
+    Kind.FIX_CI: run_not_available,
+    Kind.REVIEW_PR: run_not_available,
+}

@@ -1,0 +1,43 @@
+"""Read `.github/onloop.yml` from the default branch (never the PR head) and cache it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from github import GithubException
+from github.Repository import Repository
+
+from app.db import Database
+from app.models import RepoConfigCache, utcnow
+from app.repo_config import ConfigError, RepoConfig, parse_repo_config
+
+CONFIG_PATH = ".github/onloop.yml"
+
+
+@dataclass
+class LoadedConfig:
+    config: RepoConfig
+    unknown: list[str] = field(default_factory=list)
+    error: ConfigError | None = None
+
+
+def load_repo_config(db: Database, repo: Repository) -> LoadedConfig:
+    """The repository's config from its default branch; a bad file falls back to defaults."""
+    text: str | None = None
+    sha: str | None = None
+    try:
+        content = repo.get_contents(CONFIG_PATH, ref=repo.default_branch)
+        if not isinstance(content, list):
+            text, sha = content.decoded_content.decode("utf-8", "replace"), content.sha
+    except GithubException as exc:
+        if exc.status != 404:
+            raise
+    with db.session() as s:
+        row = s.get(RepoConfigCache, repo.full_name) or RepoConfigCache(repo=repo.full_name)
+        row.text, row.sha, row.fetched_at = text, sha, utcnow()
+        s.merge(row)
+    try:
+        config, unknown = parse_repo_config(text)
+    except ConfigError as exc:
+        return LoadedConfig(RepoConfig(), error=exc)
+    return LoadedConfig(config, unknown)

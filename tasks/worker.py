@@ -1,0 +1,33 @@
+"""`onloop worker`: the Celery worker with the outbox dispatcher running beside it."""
+
+from __future__ import annotations
+
+import socket
+
+from app.settings import Settings
+from tasks.celery_app import QUEUE, create_celery
+from tasks.dispatch import Dispatcher
+from tasks.jobs import database
+
+
+def run_worker(settings: Settings, concurrency: int = 4, beat: bool = False) -> None:
+    """Run until stopped. Threads, not forks: jobs wait on sandboxes and GitHub, not CPU."""
+    celery = create_celery(settings)
+    dispatcher = Dispatcher(database(settings), celery, interval=settings.dispatch_interval)
+    dispatcher.start()
+    argv = [
+        "worker",
+        f"--hostname=onloop@{socket.gethostname()}",
+        "--pool=threads",
+        f"--concurrency={concurrency}",
+        f"--queues={QUEUE}",
+        f"--loglevel={settings.log_level}",
+        "--without-gossip",
+        "--without-mingle",
+    ]
+    if beat:
+        argv += ["--beat", "--schedule=var/celerybeat-schedule"]
+    try:
+        celery.worker_main(argv)
+    finally:
+        dispatcher.stop()

@@ -1,0 +1,182 @@
+"""The `onloop` command line, run as a real process: settings errors, migrations, web, replay."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.conftest import FIXTURES, SECRET
+from tests.redis_server import free_port
+
+SECRETS = {
+    "ONLOOP_WEBHOOK_SECRET": "hush-webhook-secret-value",
+    "ONLOOP_CLIENT_SECRET": "hush-client-secret-value",
+    "ONLOOP_SECRET_KEY": "hush-secret-key-value",
+}
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ONLOOP_")}
+    return env | extra
+
+
+def onloop(
+    args: list[str], cwd: Path, env: dict[str, str], timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *args],
+        cwd=cwd,
+        env=env | {"PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.mark.parametrize("command", ["web", "worker"])
+def test_missing_settings_are_listed_together_with_exit_2(tmp_path: Path, command: str) -> None:
+    result = onloop([command], tmp_path, clean_env(**SECRETS))
+    assert result.returncode == 2
+    expected = ["ONLOOP_APP_ID", "ONLOOP_APP_SLUG", "ONLOOP_PRIVATE_KEY_PATH", "ONLOOP_CLIENT_ID"]
+    if command == "worker":
+        expected.append("ONLOOP_REDIS_URL")
+    for name in expected:
+        assert name in result.stderr
+    for name in SECRETS:
+        assert name not in result.stderr  # they are set
+    for value in SECRETS.values():
+        assert value not in result.stdout + result.stderr
+
+
+def test_invalid_value_is_named_but_not_printed(tmp_path: Path) -> None:
+    env = clean_env(ONLOOP_APP_ID="hush-not-a-number", **SECRETS)
+    result = onloop(["web"], tmp_path, env)
+    assert result.returncode == 2
+    assert "ONLOOP_APP_ID" in result.stderr
+    assert "hush" not in result.stdout + result.stderr
+
+
+def test_env_file_is_read(tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text("ONLOOP_APP_ID=12\nONLOOP_APP_SLUG=x\n")
+    result = onloop(["web"], tmp_path, clean_env())
+    assert result.returncode == 2
+    assert "ONLOOP_APP_ID" not in result.stderr and "ONLOOP_WEBHOOK_SECRET" in result.stderr
+
+
+def test_web_refuses_an_unmigrated_database(tmp_path: Path) -> None:
+    env = clean_env(**full_settings(tmp_path))
+    result = onloop(["web", "--bind", "127.0.0.1:1"], tmp_path, env)
+    assert result.returncode == 2 and "onloop db upgrade" in result.stderr
+
+
+def full_settings(tmp_path: Path) -> dict[str, str]:
+    key = tmp_path / "app.pem"
+    key.write_text("not used by the web process")
+    return {
+        "ONLOOP_APP_ID": "1",
+        "ONLOOP_APP_SLUG": "onloop",
+        "ONLOOP_PRIVATE_KEY_PATH": str(key),
+        "ONLOOP_WEBHOOK_SECRET": SECRET,
+        "ONLOOP_CLIENT_ID": "Iv1.test",
+        "ONLOOP_CLIENT_SECRET": "client-secret",
+        "ONLOOP_SECRET_KEY": "secret-key",
+        "ONLOOP_DATABASE_URL": f"sqlite:///{tmp_path}/web.db",
+        "ONLOOP_ACCESS_LOG": "0",
+    }
+
+
+@pytest.fixture
+def web_server(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
+    env = clean_env(**full_settings(tmp_path))
+    upgraded = onloop(["db", "upgrade"], tmp_path, env)
+    assert upgraded.returncode == 0, upgraded.stderr
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "web", "--bind", f"127.0.0.1:{port}"],
+        cwd=tmp_path,
+        env=env | {"PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            requests.get(url + "/healthz", timeout=1)
+            break
+        except requests.ConnectionError:
+            assert proc.poll() is None and time.monotonic() < deadline, "web did not start"
+            time.sleep(0.1)
+    yield url, env
+    proc.terminate()
+    proc.wait(timeout=20)
+
+
+def test_replay_through_gunicorn(web_server: tuple[str, dict[str, str]], tmp_path: Path) -> None:
+    url, env = web_server
+    assert requests.get(url + "/readyz", timeout=5).json() == {"status": "ok"}
+    ping = onloop(
+        [
+            "replay",
+            str(FIXTURES / "ping.with-app_id.json"),
+            "--event",
+            "ping",
+            "--url",
+            url + "/webhooks/github",
+        ],
+        tmp_path,
+        env,
+    )
+    assert ping.returncode == 0 and ping.stdout.startswith("204")
+    label = onloop(
+        [
+            "replay",
+            str(FIXTURES / "issues.labeled.json"),
+            "--event",
+            "issues",
+            "--url",
+            url + "/webhooks/github",
+            "--delivery",
+            "replayed-1",
+        ],
+        tmp_path,
+        env,
+    )
+    assert label.returncode == 0 and label.stdout.startswith("204")  # label `bug` is ignored
+    again = onloop(
+        [
+            "replay",
+            str(FIXTURES / "issues.labeled.json"),
+            "--event",
+            "issues",
+            "--url",
+            url + "/webhooks/github",
+            "--delivery",
+            "replayed-1",
+        ],
+        tmp_path,
+        env,
+    )
+    assert again.stdout.startswith("200")  # the same GUID twice
+    wrong = onloop(
+        [
+            "replay",
+            str(FIXTURES / "ping.with-app_id.json"),
+            "--event",
+            "ping",
+            "--url",
+            url + "/webhooks/github",
+        ],
+        tmp_path,
+        env | {"ONLOOP_WEBHOOK_SECRET": "another-secret"},
+    )
+    assert wrong.returncode == 1 and wrong.stdout.startswith("401")
+    metrics = requests.get(url + "/metrics", timeout=5).text
+    assert "onloop_deliveries_total" in metrics

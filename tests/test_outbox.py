@@ -1,0 +1,111 @@
+"""The durable hand-off: deliveries are acknowledged while Redis is down, and every job
+reaches the queue exactly once when it is back."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from sqlalchemy import func, select, update
+
+from app import create_app
+from app.db import Database
+from app.models import Outbox, utcnow
+from app.settings import Settings
+from tasks.celery_app import QUEUE, create_celery
+from tasks.dispatch import publish_pending
+from tasks.lease import republish_unclaimed
+from tests.conftest import deliver, load_fixture
+from tests.redis_server import RedisServer
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path).start()
+    yield server
+    server.stop()
+
+
+def queued_job_ids(url: str) -> list[int]:
+    """The job ids in the Celery queue, read from the raw kombu messages in Redis."""
+    ids = []
+    for raw in redis.Redis.from_url(url).lrange(QUEUE, 0, -1):
+        message = json.loads(raw)
+        body = json.loads(base64.b64decode(message["body"]))
+        ids.append(int(body[0][0]))
+    return ids
+
+
+def pending(db: Database) -> int:
+    with db.sessions() as s:
+        return int(
+            s.scalar(select(func.count()).select_from(Outbox).where(Outbox.published_at.is_(None)))
+            or 0
+        )
+
+
+def labeled(number: int) -> dict[str, Any]:
+    data = load_fixture("issues.labeled")
+    data["label"]["name"] = "agent:fix"
+    data["issue"]["number"] = number
+    data["installation"] = {"id": 1}
+    return data
+
+
+def test_redis_outage_loses_nothing_and_duplicates_nothing(
+    settings: Settings, db: Database, private_redis: RedisServer
+) -> None:
+    settings = settings.model_copy(update={"redis_url": private_redis.url})
+    client = create_app(settings, db=db).test_client()
+    celery = create_celery(settings)
+
+    first = deliver(client, "issues", labeled(100))
+    assert first.status_code == 202
+    assert publish_pending(db, celery) == 1
+
+    private_redis.stop()
+    job_ids = list(first.get_json()["jobs"])
+    for number in range(1, 21):
+        response = deliver(client, "issues", labeled(number))
+        assert response.status_code == 202, response.get_data(as_text=True)
+        job_ids += response.get_json()["jobs"]
+    assert publish_pending(db, celery) == 0  # the broker is down: nothing marked sent
+    assert pending(db) == 20
+
+    private_redis.start()
+    sent = 0
+    for _ in range(10):
+        sent += publish_pending(db, celery, batch=7)
+        if not pending(db):
+            break
+    assert sent == 20
+    assert publish_pending(db, celery) == 0
+    queued = queued_job_ids(private_redis.url)
+    assert sorted(queued) == sorted(job_ids[1:])  # the first one went out before the outage...
+    assert len(set(queued)) == len(queued) == 20  # ...and Redis lost it when it stopped.
+
+    # The database still knows it is queued and unclaimed: it goes out again, once.
+    assert republish_unclaimed(db, timedelta(hours=1)) == []
+    with db.session() as s:
+        s.execute(
+            update(Outbox)
+            .where(Outbox.job_id == job_ids[0])
+            .values(published_at=utcnow() - timedelta(hours=2))
+        )
+    assert republish_unclaimed(db, timedelta(hours=1)) == [job_ids[0]]
+    assert republish_unclaimed(db, timedelta(hours=1)) == []  # its new row is not yet sent
+    assert publish_pending(db, celery) == 1
+    assert sorted(queued_job_ids(private_redis.url)) == sorted(job_ids)
+
+
+def test_visibility_timeout_exceeds_the_longest_job(settings: Settings) -> None:
+    conf = create_celery(settings).conf
+    assert conf.broker_transport_options["visibility_timeout"] > conf.task_time_limit
+    assert conf.task_acks_late and conf.task_reject_on_worker_lost
+    assert conf.task_time_limit > settings.job_time_limit

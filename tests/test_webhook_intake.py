@@ -1,0 +1,204 @@
+"""POST /webhooks/github: bad input answered with the right status and nothing recorded;
+good input recorded once, with its jobs and outbox rows, before the answer."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from app.db import Database
+from app.models import Delivery, Installation, Job, JobState, Outbox
+from tests.conftest import (
+    SECRET,
+    counts,
+    deliver,
+    event_name,
+    fixture_names,
+    load_fixture,
+    signed_headers,
+)
+
+EMPTY = {"outbox": 0, "jobs": 0, "deliveries": 0, "installations": 0, "repo_configs": 0}
+
+
+def fix_label_payload(number: int = 1) -> dict[str, Any]:
+    data = load_fixture("issues.labeled.with-organization")
+    data["label"]["name"] = "agent:fix"
+    data["issue"]["number"] = number
+    data["installation"] = {"id": 42}
+    return data
+
+
+def post(client: Any, body: bytes, headers: dict[str, str]) -> Any:
+    return client.post("/webhooks/github", data=body, headers=headers)
+
+
+def test_missing_signature_is_401_and_records_nothing(client: Any, db: Database) -> None:
+    body = json.dumps(fix_label_payload()).encode()
+    headers = signed_headers(body, "issues")
+    del headers["X-Hub-Signature-256"]
+    assert post(client, body, headers).status_code == 401
+    assert counts(db) == EMPTY
+
+
+def test_wrong_signature_is_401(client: Any, db: Database) -> None:
+    body = json.dumps(fix_label_payload()).encode()
+    headers = signed_headers(body, "issues")
+    headers["X-Hub-Signature-256"] = "sha256=" + "0" * 64
+    assert post(client, body, headers).status_code == 401
+    tampered = body.replace(b"agent:fix", b"agent:fiX")
+    assert post(client, tampered, signed_headers(body, "issues")).status_code == 401
+    assert counts(db) == EMPTY
+
+
+def test_sha1_signature_alone_is_refused(client: Any, db: Database) -> None:
+    body = json.dumps(fix_label_payload()).encode()
+    headers = signed_headers(body, "issues")
+    del headers["X-Hub-Signature-256"]
+    headers["X-Hub-Signature"] = "sha1=" + hmac.new(SECRET.encode(), body, hashlib.sha1).hexdigest()
+    assert post(client, body, headers).status_code == 401
+    assert counts(db) == EMPTY
+
+
+def test_signature_is_checked_before_parsing(client: Any, db: Database) -> None:
+    body = b"{not json"
+    headers = signed_headers(b"something else", "issues")
+    assert post(client, body, headers).status_code == 401
+
+
+def test_bad_json_is_400(client: Any, db: Database) -> None:
+    for body in (b"{not json", b"[1, 2]", b"\xff\xfe"):
+        assert post(client, body, signed_headers(body, "issues")).status_code == 400
+    assert counts(db) == EMPTY
+
+
+@pytest.mark.parametrize("header", ["X-GitHub-Event", "X-GitHub-Delivery"])
+def test_missing_event_or_delivery_is_400(client: Any, db: Database, header: str) -> None:
+    body = json.dumps(fix_label_payload()).encode()
+    headers = signed_headers(body, "issues")
+    del headers[header]
+    assert post(client, body, headers).status_code == 400
+    assert counts(db) == EMPTY
+
+
+def test_oversized_body_is_413(client: Any, db: Database, settings: Any) -> None:
+    body = b'{"pad": "' + b"x" * (settings.max_body_bytes + 1) + b'"}'
+    assert post(client, body, signed_headers(body, "issues")).status_code == 413
+    assert counts(db) == EMPTY
+
+
+def test_fix_label_records_delivery_job_and_outbox_in_one_go(client: Any, db: Database) -> None:
+    response = deliver(client, "issues", fix_label_payload(), guid="guid-a")
+    assert response.status_code == 202
+    (job_id,) = response.get_json()["jobs"]
+    with db.sessions() as s:
+        job = s.get(Job, job_id)
+        assert job is not None
+        assert (job.kind, job.number, job.state, job.installation_id) == (
+            "fix_issue",
+            1,
+            JobState.QUEUED,
+            42,
+        )
+        assert s.scalar(select(Outbox.job_id)) == job_id
+        delivery = s.scalar(select(Delivery).where(Delivery.guid == "guid-a"))
+        assert delivery is not None and delivery.outcome == "fix_issue"
+        assert job.delivery_id == delivery.id
+
+
+def test_same_guid_twice_is_one_delivery(client: Any, db: Database) -> None:
+    first = deliver(client, "issues", fix_label_payload(), guid="guid-b")
+    again = deliver(client, "issues", fix_label_payload(), guid="guid-b")
+    assert (first.status_code, again.status_code) == (202, 200)
+    assert counts(db) | {"repo_configs": 0} == EMPTY | {"deliveries": 1, "jobs": 1, "outbox": 1}
+
+
+def test_second_trigger_joins_the_live_job(client: Any, db: Database) -> None:
+    first = deliver(client, "issues", fix_label_payload()).get_json()
+    second = deliver(client, "issues", fix_label_payload()).get_json()
+    assert second["jobs"] == first["jobs"] and second["joined"] == first["jobs"]
+    other = deliver(client, "issues", fix_label_payload(number=7)).get_json()
+    assert other["jobs"] != first["jobs"]
+    assert counts(db)["jobs"] == 2 and counts(db)["outbox"] == 2
+    with db.session() as s:  # once the first job is over, a new trigger makes a new job
+        job = s.get(Job, first["jobs"][0])
+        assert job is not None
+        job.state, job.live_key = JobState.SUCCEEDED, None
+    third = deliver(client, "issues", fix_label_payload()).get_json()
+    assert third["jobs"] != first["jobs"]
+
+
+def test_ignored_event_is_204_but_recorded(client: Any, db: Database) -> None:
+    response = deliver(client, "ping", load_fixture("ping.with-app_id"), guid="guid-ping")
+    assert response.status_code == 204
+    with db.sessions() as s:
+        delivery = s.scalar(select(Delivery).where(Delivery.guid == "guid-ping"))
+        assert delivery is not None and delivery.outcome == "ignored: event not handled"
+    assert counts(db)["jobs"] == 0
+
+
+def test_check_suite_failure_makes_one_job_per_pr(client: Any, db: Database) -> None:
+    data = load_fixture("check_suite.completed")
+    data["check_suite"]["conclusion"] = "failure"
+    pr = data["check_suite"]["pull_requests"][0]
+    data["check_suite"]["pull_requests"].append({**pr, "number": 3})
+    response = deliver(client, "check_suite", data)
+    assert response.status_code == 202
+    with db.sessions() as s:
+        jobs = list(s.scalars(select(Job).order_by(Job.number)))
+    assert [(j.kind, j.number, j.head_sha) for j in jobs] == [
+        ("fix_ci", 2, data["check_suite"]["head_sha"]),
+        ("fix_ci", 3, data["check_suite"]["head_sha"]),
+    ]
+
+
+def test_synchronize_cancels_jobs_for_the_old_head(client: Any, db: Database) -> None:
+    data = load_fixture("check_suite.completed")
+    data["check_suite"]["conclusion"] = "failure"
+    (job_id,) = deliver(client, "check_suite", data).get_json()["jobs"]
+    push = load_fixture("pull_request.synchronize")
+    push["repository"] = data["repository"]
+    push["number"] = push["pull_request"]["number"] = 2
+    push["pull_request"]["head"]["sha"] = "f" * 40
+    response = deliver(client, "pull_request", push)
+    assert response.status_code == 202 and response.get_json()["cancelled"] == [job_id]
+    with db.sessions() as s:
+        job = s.get(Job, job_id)
+        assert job is not None and (job.state, job.live_key) == (JobState.CANCELLED, None)
+
+
+def test_installation_events_keep_the_installation_table(client: Any, db: Database) -> None:
+    assert deliver(client, "installation", load_fixture("installation.created")).status_code == 202
+    with db.sessions() as s:
+        row = s.get(Installation, 957387)
+        assert row is not None and row.account_login == "Codertocat" and row.deleted_at is None
+        assert row.repositories
+    deleted = load_fixture("installation.deleted")
+    deleted["installation"]["id"] = 957387
+    deliver(client, "installation", deleted)
+    with db.sessions() as s:
+        row = s.get(Installation, 957387)
+        assert row is not None and row.deleted_at is not None
+
+
+@pytest.mark.parametrize("fixture", fixture_names())
+def test_every_fixture_signed_gets_an_answer_below_500(
+    client: Any, db: Database, fixture: str
+) -> None:
+    response = deliver(client, event_name(fixture), load_fixture(fixture))
+    assert response.status_code in (200, 202, 204)
+    assert counts(db)["deliveries"] == 1
+
+
+def test_health_routes(client: Any) -> None:
+    assert client.get("/healthz").status_code == 200
+    assert client.get("/readyz").get_json() == {"status": "ok"}
+    deliver(client, "issues", fix_label_payload())
+    text = client.get("/metrics").get_data(as_text=True)
+    assert 'onloop_deliveries_total{event="issues",outcome="202"} 1.0' in text
+    assert 'onloop_jobs{kind="fix_issue",state="queued"} 1.0' in text
