@@ -21,10 +21,11 @@ def create_app(settings: Settings, db: Database | None = None) -> Flask:
         settings=settings, db=database, metrics=Metrics(database), log=get_logger("onloop.web")
     )
 
-    from app import health, webhooks
+    from app import health, oauth, webhooks
 
     app.register_blueprint(webhooks.bp)
     app.register_blueprint(health.bp)
+    app.register_blueprint(oauth.bp)
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException) -> Response:

@@ -88,3 +88,11 @@ class InstallationChange:
     account_type: str | None
     repositories: tuple[str, ...] = ()
     removed: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RevokeAuthorization:
+    """Not a job: the person revoked onloop's authorisation; forget their tokens."""
+
+    user_id: int
+    login: str

@@ -12,6 +12,8 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.fastsql import GroupCommit, Sql
+
 
 def make_engine(url: str) -> Engine:
     """An engine for `url`; SQLite gets its directory, WAL and a busy timeout."""
@@ -37,7 +39,7 @@ def make_engine(url: str) -> Engine:
 
 
 class Database:
-    """An engine and its session factory."""
+    """An engine, its session factory and the webhook intake's group committer."""
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -48,6 +50,8 @@ class Database:
         if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
             self._lock_path = Path(f"{parsed.database}.write-lock")
         self._thread_lock = threading.Lock()
+        self.sql = Sql(parsed.get_backend_name())
+        self.group_commit = GroupCommit(self.engine, self.write_lock, self.sql.sqlite)
 
     @contextmanager
     def write_lock(self) -> Iterator[None]:
@@ -79,4 +83,5 @@ class Database:
                 raise
 
     def dispose(self) -> None:
+        self.group_commit.close()
         self.engine.dispose()

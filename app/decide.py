@@ -5,12 +5,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from app.commands import VERBS, CancelStale, Command, InstallationChange, Kind
+from app.commands import (
+    VERBS,
+    CancelStale,
+    Command,
+    InstallationChange,
+    Kind,
+    RevokeAuthorization,
+)
 from app.events import Event
 from app.repo_config import RepoConfig
 from app.routing import Router
 
-Action = Command | CancelStale | InstallationChange
+Action = Command | CancelStale | InstallationChange | RevokeAuthorization
 
 # Why an event was ignored: named constants, recorded as the delivery's outcome.
 IGNORED_UNROUTED = "ignored: event not handled"
@@ -175,9 +182,18 @@ def _installation(event: Event, config: RepoConfig) -> Action | str:
 router.register("installation")(_installation)
 router.register("installation_repositories")(_installation)
 
-# Installation events are the App's own bookkeeping, whoever sends them; bots are ignored
-# everywhere else, our own `<slug>[bot]` above all.
-_ANY_SENDER = {"installation", "installation_repositories"}
+
+@router.register("github_app_authorization", "revoked")
+def _authorization_revoked(event: Event, config: RepoConfig) -> Action | str:
+    # https://docs.github.com/en/webhooks/webhook-events-and-payloads#github_app_authorization
+    return RevokeAuthorization(
+        user_id=int(event.sender.get("id", 0)), login=str(event.sender.get("login", ""))
+    )
+
+
+# Installation and authorisation events are the App's own bookkeeping and name no
+# repository; bots are ignored everywhere else, our own `<slug>[bot]` above all.
+_ANY_SENDER = {"installation", "installation_repositories", "github_app_authorization"}
 
 
 def explain(event: Event, config: RepoConfig) -> Action | str:

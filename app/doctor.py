@@ -100,7 +100,7 @@ def _github(s: Settings) -> Check:
         return Check(
             "github app", False, f"no key at {s.private_key_path}", "download the App's key"
         )
-    from app import github as gh
+    import app.github as gh
 
     try:
         slug = gh.app_slug(s)

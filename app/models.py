@@ -1,4 +1,4 @@
-"""The tables: deliveries, installations, jobs, the outbox and repository config cache."""
+"""The tables: deliveries, installations, jobs, the outbox, repository configs and users."""
 
 from __future__ import annotations
 
@@ -11,6 +11,13 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def aware(value: datetime | None) -> datetime | None:
+    """SQLite hands back naive datetimes; everything onloop stores is UTC."""
+    if value is None or value.tzinfo is not None:
+        return value
+    return value.replace(tzinfo=UTC)
 
 
 class Base(DeclarativeBase):
@@ -113,3 +120,20 @@ class RepoConfigCache(Base):
     text: Mapped[str | None] = mapped_column(Text)
     sha: Mapped[str | None] = mapped_column(String(40))
     fetched_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class UserAccount(Base):
+    """A person who authorised onloop: their GitHub id, login and encrypted token pair."""
+
+    __tablename__ = "user_accounts"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    login: Mapped[str] = mapped_column(String(100), index=True)
+    access_token: Mapped[str | None] = mapped_column(Text)  # Fernet ciphertext
+    access_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    refresh_token: Mapped[str | None] = mapped_column(Text)  # Fernet ciphertext
+    refresh_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    authorized_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), default=utcnow, onupdate=utcnow
+    )

@@ -50,6 +50,8 @@ class Settings(BaseSettings):
     job_time_limit: int = Field(default=3600, ge=60)
     dispatch_interval: float = 1.0
     redeliver_interval: int = 3600
+    # PyGithub's pacing between requests, as GitHub asks of integrations; off for the double.
+    github_pacing: bool = True
     log_level: str = "INFO"
     log_json: bool = True
 

@@ -38,7 +38,7 @@ FIXTURES = next(
     if p.is_dir()
 )
 SECRET = "test-webhook-secret-0123456789abcdef"
-TABLES = ("outbox", "jobs", "deliveries", "installations", "repo_configs")
+TABLES = ("outbox", "jobs", "deliveries", "installations", "repo_configs", "user_accounts")
 
 
 def load_fixture(name: str) -> dict[str, Any]:

@@ -180,3 +180,52 @@ def test_replay_through_gunicorn(web_server: tuple[str, dict[str, str]], tmp_pat
     assert wrong.returncode == 1 and wrong.stdout.startswith("401")
     metrics = requests.get(url + "/metrics", timeout=5).text
     assert "onloop_deliveries_total" in metrics
+
+
+def test_onloop_dev_runs_with_embedded_defaults(tmp_path: Path) -> None:
+    """The README's first command: no settings at all, SQLite and its own Redis."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "dev", "--bind", f"127.0.0.1:{port}"],
+        cwd=tmp_path,
+        env=clean_env(PYTHONPATH=str(Path(__file__).resolve().parent.parent)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if requests.get(url + "/readyz", timeout=1).status_code == 200:
+                    break
+            except requests.ConnectionError:
+                pass
+            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+            assert time.monotonic() < deadline, "onloop dev did not come up"
+            time.sleep(0.2)
+        secrets = dict(
+            line.split("=", 1)
+            for line in (tmp_path / "var" / "dev-secrets.env").read_text().split()
+        )
+        result = onloop(
+            [
+                "replay",
+                str(FIXTURES / "ping.with-app_id.json"),
+                "--event",
+                "ping",
+                "--url",
+                url + "/webhooks/github",
+            ],
+            tmp_path,
+            clean_env(ONLOOP_WEBHOOK_SECRET=secrets["ONLOOP_WEBHOOK_SECRET"]),
+        )
+        assert result.stdout.startswith("204"), result.stdout + result.stderr
+        assert (tmp_path / "var" / "onloop.db").exists()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()

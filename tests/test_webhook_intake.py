@@ -15,6 +15,7 @@ from app.db import Database
 from app.models import Delivery, Installation, Job, JobState, Outbox
 from tests.conftest import (
     SECRET,
+    TABLES,
     counts,
     deliver,
     event_name,
@@ -23,7 +24,7 @@ from tests.conftest import (
     signed_headers,
 )
 
-EMPTY = {"outbox": 0, "jobs": 0, "deliveries": 0, "installations": 0, "repo_configs": 0}
+EMPTY = {t: 0 for t in TABLES}
 
 
 def fix_label_payload(number: int = 1) -> dict[str, Any]:

@@ -1,0 +1,201 @@
+"""Group commit on a raw DBAPI connection: one thread writes concurrent requests in one go."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from datetime import datetime
+from functools import cache
+from typing import Any, Generic, TypeVar
+
+from sqlalchemy import Engine
+
+T = TypeVar("T")
+Work = Callable[[Any], T]
+
+
+class Sql:
+    """Dialect details for hand-written SQL that the ORM must read back unchanged.
+
+    Statements are written with `%s` for a value and `%j` for JSON text. SQLite gets `?`
+    and SQLAlchemy's DateTime text format; PostgreSQL gets a `::json` cast and datetimes.
+    """
+
+    def __init__(self, dialect: str) -> None:
+        self.sqlite = dialect == "sqlite"
+
+    @cache  # noqa: B019 - one Sql per dialect, statements are module constants
+    def __call__(self, statement: str) -> str:
+        if self.sqlite:
+            return statement.replace("%j", "?").replace("%s", "?")
+        return statement.replace("%j", "%s::json")
+
+    def ts(self, value: datetime | None) -> Any:
+        """A UTC datetime as SQLAlchemy stores it: naive text on SQLite."""
+        if value is None or not self.sqlite:
+            return value
+        return f"{value:%Y-%m-%d %H:%M:%S.%f}"
+
+    @staticmethod
+    def json(value: Any) -> str:
+        return json.dumps(value)
+
+    @staticmethod
+    def loads(value: Any) -> Any:
+        """A JSON column as read back: text on SQLite, already parsed by psycopg."""
+        return json.loads(value) if isinstance(value, str | bytes) else value
+
+
+class _Item(Generic[T]):
+    __slots__ = ("done", "error", "result", "work")
+
+    def __init__(self, work: Work[T]) -> None:
+        self.work = work
+        self.done = threading.Event()
+        self.result: T | None = None
+        self.error: BaseException | None = None
+
+
+class GroupCommit:
+    """Requests hand in their writes; one thread runs whatever has queued up in a single
+    transaction and wakes each request only after that transaction has committed.
+
+    If a batch fails, its items are retried one transaction each, so one bad request
+    fails alone. SQLite writers are serialised by `lock` (the database's write lock), and
+    with `sqlite` its WAL is checkpointed by a side thread, outside the lock: a checkpoint
+    fsyncs, which in the committing thread would stall every waiting request.
+    """
+
+    CHECKPOINT_EVERY = 100  # batches
+
+    def __init__(
+        self, engine: Engine, lock: Callable[[], AbstractContextManager[None]], sqlite: bool
+    ) -> None:
+        self._engine, self._lock, self._sqlite = engine, lock, sqlite
+        self._checkpoint_due = threading.Event()
+        self._batches_since = 0
+        self._cond = threading.Condition()
+        self._pending: list[_Item[Any]] = []
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+        self._conn: Any = None
+        self._closed = False
+
+    def run(self, work: Work[T]) -> T:
+        """Run `work(cursor)` in the next batch; returns once its batch has committed."""
+        item: _Item[T] = _Item(work)
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("database is closed")
+            if self._thread is None or self._pid != os.getpid():
+                self._start()
+            self._pending.append(item)
+            self._cond.notify()
+        item.done.wait()
+        if item.error is not None:
+            raise item.error
+        return item.result  # type: ignore[return-value]
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+            thread = self._thread
+        if thread is not None and self._pid == os.getpid():
+            thread.join(timeout=10)
+
+    def _start(self) -> None:
+        self._pid, self._conn, self._pending = os.getpid(), None, []
+        self._thread = threading.Thread(target=self._loop, name="group-commit", daemon=True)
+        self._thread.start()
+        if self._sqlite:
+            threading.Thread(target=self._checkpoints, name="wal-checkpoint", daemon=True).start()
+
+    def _checkpoints(self) -> None:
+        while not self._closed:
+            if not self._checkpoint_due.wait(timeout=1.0):
+                continue
+            self._checkpoint_due.clear()
+            try:
+                conn = self._engine.raw_connection()
+                try:
+                    conn.cursor().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                finally:
+                    conn.close()
+            except Exception:  # noqa: S112 - the next batch asks again; SQLite would too
+                continue
+
+    def _batches(self) -> Iterator[list[_Item[Any]]]:
+        while True:
+            with self._cond:
+                while not self._pending and not self._closed:
+                    self._cond.wait()
+                if not self._pending:
+                    return
+                batch, self._pending = self._pending, []
+            yield batch
+
+    def _loop(self) -> None:
+        try:
+            for batch in self._batches():
+                self._commit(batch)
+        finally:
+            self._drop(invalidate=False)
+
+    def _commit(self, batch: list[_Item[Any]]) -> None:
+        try:
+            with self._lock():
+                if self._conn is None:
+                    self._conn = self._connect()
+                cursor = self._conn.cursor()
+                if self._sqlite:
+                    cursor.execute("BEGIN IMMEDIATE")
+                results = [item.work(cursor) for item in batch]
+                self._conn.commit()
+        except BaseException as exc:  # handed to the waiting request
+            self._rollback()
+            if len(batch) > 1:
+                for item in batch:
+                    self._commit([item])
+                return
+            batch[0].error = exc
+            batch[0].done.set()
+            return
+        self._batches_since += 1
+        if self._sqlite and self._batches_since >= self.CHECKPOINT_EVERY:
+            self._batches_since = 0
+            self._checkpoint_due.set()
+        for item, result in zip(batch, results, strict=True):
+            item.result = result
+            item.done.set()
+
+    def _connect(self) -> Any:
+        conn = self._engine.raw_connection()
+        if self._sqlite:  # checkpoints run in the side thread (see the class docstring)
+            conn.cursor().execute("PRAGMA wal_autocheckpoint=0")
+        return conn
+
+    def _rollback(self) -> None:
+        if self._conn is None:
+            return
+        try:
+            self._conn.rollback()
+        except Exception:  # a broken connection is replaced
+            self._drop(invalidate=True)
+
+    def _drop(self, invalidate: bool) -> None:
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        try:
+            if invalidate:
+                conn.invalidate()
+                return
+            if self._sqlite:  # back in the pool: SQLite's own checkpoints again
+                conn.cursor().execute("PRAGMA wal_autocheckpoint=1000")
+            conn.close()
+        except Exception:  # noqa: S110 - closing a dead connection
+            pass

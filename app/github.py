@@ -1,0 +1,239 @@
+"""The one place that makes GitHub clients: app JWTs, installation and user tokens, deliveries.
+
+Every REST call goes through PyGithub at `settings.github_api_url`. Tokens travel only in the
+Authorization header: never in URLs, logs, reprs or exception messages made here.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import urllib.parse
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import jwt
+from github import Auth, Github, GithubIntegration, GithubRetry
+
+from app.settings import Settings
+
+GIT_USERNAME = "x-access-token"  # git over HTTPS: this user, the token as password
+USER_AGENT = "onloop"
+JWT_LIFETIME = 540  # seconds; GitHub refuses more than 600
+JWT_BACKDATE = 60  # seconds; allows for clock drift
+MAX_DELIVERY_PAGES = 100
+# PyGithub's pacing, as GitHub asks of integrations; off when settings.github_pacing is False.
+SECONDS_BETWEEN_REQUESTS = 0.25
+SECONDS_BETWEEN_WRITES = 1.0
+
+
+def _pacing(settings: Settings) -> tuple[float, float]:
+    """(seconds between requests, seconds between writes) for PyGithub."""
+    if not settings.github_pacing:
+        return 0.0, 0.0
+    return SECONDS_BETWEEN_REQUESTS, SECONDS_BETWEEN_WRITES
+
+
+_SECRET_PATTERN = re.compile(
+    r"\bgh[pousr]_[A-Za-z0-9_]{16,}|\beyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+"
+)
+
+
+class _RedactSecrets(logging.Filter):
+    """PyGithub logs response bodies at DEBUG (an access token's included): redact tokens."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        redacted = _SECRET_PATTERN.sub("[redacted]", message)
+        if redacted != message:
+            record.msg, record.args = redacted, None
+        return True
+
+
+for _name in ("github.Requester", "github.GithubRetry"):
+    logging.getLogger(_name).addFilter(_RedactSecrets())
+
+
+@dataclass(frozen=True)
+class _Token:
+    _value: str = field(repr=False)
+    expires_at: datetime
+
+    def secret(self) -> str:
+        """The token itself, for an Authorization header or a git credential helper only."""
+        return self._value
+
+    def expires_within(
+        self, margin: timedelta = timedelta(minutes=5), now: datetime | None = None
+    ) -> bool:
+        """Whether the token is expired, or will be within `margin` (refresh it then)."""
+        return self.expires_at - margin <= (now or datetime.now(UTC))
+
+
+@dataclass(frozen=True, kw_only=True)
+class InstallationToken(_Token):
+    """A `ghs_` token acting as the app's installation (the `<slug>[bot]` user)."""
+
+    installation_id: int
+    permissions: Mapping[str, str] = field(default_factory=dict)
+    repositories: tuple[str, ...] | None = None  # the names it was narrowed to, if any
+
+
+@dataclass(frozen=True)
+class UserToken(_Token):
+    """A `ghu_` user-to-server token acting as the person who authorised onloop."""
+
+
+def _settings_value(value: Any, name: str) -> Any:
+    if value in (None, ""):
+        raise ValueError(f"ONLOOP_{name.upper()} is not set")
+    return value
+
+
+def _private_key(settings: Settings) -> str:
+    return Path(_settings_value(settings.private_key_path, "private_key_path")).read_text()
+
+
+def app_jwt(settings: Settings) -> str:
+    """A JWT authenticating as the App: RS256, issued 60 s ago, valid for 9 minutes."""
+    app_id = _settings_value(settings.app_id, "app_id")
+    now = int(time.time())
+    claims = {"iat": now - JWT_BACKDATE, "exp": now + JWT_LIFETIME, "iss": str(app_id)}
+    return jwt.encode(claims, _private_key(settings), algorithm="RS256")
+
+
+def app_integration(settings: Settings) -> GithubIntegration:
+    """PyGithub's client authenticated as the App (JWT), for /app endpoints."""
+    auth = Auth.AppAuth(
+        str(_settings_value(settings.app_id, "app_id")),
+        _private_key(settings),
+        jwt_expiry=JWT_LIFETIME,
+        jwt_issued_at=-JWT_BACKDATE,
+    )
+    between, writes = _pacing(settings)
+    return GithubIntegration(
+        auth=auth,
+        base_url=settings.github_api_url,
+        user_agent=USER_AGENT,
+        retry=GithubRetry(),
+        seconds_between_requests=between,
+        seconds_between_writes=writes,
+    )
+
+
+def _parse_time(value: str) -> datetime:
+    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def installation_token(
+    settings: Settings,
+    installation_id: int,
+    *,
+    repositories: list[str] | None = None,
+    permissions: dict[str, str] | None = None,
+) -> InstallationToken:
+    """POST /app/installations/{id}/access_tokens, narrowed to `repositories` (names, or
+    owner/name) and `permissions` when given. Raises github.GithubException on refusal."""
+    body: dict[str, Any] = {}
+    names = [r.rsplit("/", 1)[-1] for r in repositories] if repositories is not None else None
+    if names is not None:
+        body["repositories"] = names
+    if permissions is not None:
+        body["permissions"] = dict(permissions)
+    with app_integration(settings) as gi:
+        _, data = gi.requester.requestJsonAndCheck(
+            "POST", f"/app/installations/{int(installation_id)}/access_tokens", input=body
+        )
+    return InstallationToken(
+        data["token"],
+        _parse_time(data["expires_at"]),
+        installation_id=int(installation_id),
+        permissions=dict(data.get("permissions") or {}),
+        repositories=tuple(names) if names is not None else None,
+    )
+
+
+def _client(settings: Settings, secret: str) -> Github:
+    between, writes = _pacing(settings)
+    return Github(
+        auth=Auth.Token(secret),
+        base_url=settings.github_api_url,
+        user_agent=USER_AGENT,
+        per_page=100,
+        seconds_between_requests=between,
+        seconds_between_writes=writes,
+    )
+
+
+def installation_client(settings: Settings, token: InstallationToken) -> Github:
+    """PyGithub acting as the installation (comments from `<slug>[bot]`)."""
+    if not isinstance(token, InstallationToken):
+        raise TypeError("installation_client needs an InstallationToken")
+    return _client(settings, token.secret())
+
+
+def user_client(settings: Settings, token: UserToken) -> Github:
+    """PyGithub acting as the user who triggered the work (their PRs, pushes, reviews)."""
+    if not isinstance(token, UserToken):
+        raise TypeError("user_client needs a UserToken")
+    return _client(settings, token.secret())
+
+
+def _next_cursor(headers: Mapping[str, Any]) -> str | None:
+    link = next((str(v) for k, v in headers.items() if k.lower() == "link"), "")
+    for part in link.split(","):
+        url, _, params = part.partition(";")
+        if 'rel="next"' in params.replace(" ", ""):
+            query = urllib.parse.urlsplit(url.strip().strip("<>")).query
+            cursor = urllib.parse.parse_qs(query).get("cursor")
+            return cursor[0] if cursor else None
+    return None
+
+
+def list_hook_deliveries(settings: Settings, since: datetime) -> list[dict[str, Any]]:
+    """The App's webhook deliveries at or after `since`, newest first (GET /app/hook/deliveries).
+
+    Each dict is GitHub's delivery summary (id, guid, delivered_at, status_code, event, action,
+    redelivery, ...) with `delivered_at` parsed to an aware datetime."""
+    since = since if since.tzinfo else since.replace(tzinfo=UTC)
+    out: list[dict[str, Any]] = []
+    cursor: str | None = None
+    with app_integration(settings) as gi:
+        for _ in range(MAX_DELIVERY_PAGES):
+            params: dict[str, Any] = {"per_page": 100}
+            if cursor:
+                params["cursor"] = cursor
+            headers, data = gi.requester.requestJsonAndCheck(
+                "GET", "/app/hook/deliveries", parameters=params
+            )
+            older = False
+            for item in data or []:
+                delivered = _parse_time(item["delivered_at"])
+                if delivered < since:
+                    older = True
+                    continue
+                out.append({**item, "delivered_at": delivered})
+            cursor = _next_cursor(headers)
+            if older or not cursor:
+                break
+    return out
+
+
+def redeliver(settings: Settings, delivery_id: int) -> None:
+    """Ask GitHub to send a delivery again (POST /app/hook/deliveries/{id}/attempts)."""
+    with app_integration(settings) as gi:
+        gi.requester.requestJsonAndCheck(
+            "POST", f"/app/hook/deliveries/{int(delivery_id)}/attempts"
+        )
+
+
+def app_slug(settings: Settings) -> str:
+    """GET /app with the App's JWT: proves GitHub accepts the key; returns the App's slug."""
+    with app_integration(settings) as gi:
+        _, data = gi.requester.requestJsonAndCheck("GET", "/app")
+    return str(data["slug"])

@@ -1,0 +1,117 @@
+"""GET /oauth/login and /oauth/callback: the GitHub App user-authorisation flow."""
+
+from __future__ import annotations
+
+import secrets
+from html import escape
+from urllib.parse import urlencode
+
+from flask import Blueprint, Response, current_app, redirect, request
+from sqlalchemy import or_, select, update
+from werkzeug.wrappers import Response as BaseResponse
+
+from app.crypto import StateSigner, TokenBox
+from app.models import Job, JobState, Outbox
+from app.state import Onloop, onloop
+from app.user_tokens import OAuthError, exchange_code, fetch_user, store
+
+bp = Blueprint("oauth", __name__)
+COOKIE = "onloop_oauth"
+
+
+def _page(status: int, title: str, text: str) -> Response:
+    html = (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(title)}</title></head>"
+        f"<body><h1>{escape(title)}</h1><p>{text}</p></body></html>"
+    )
+    return Response(html, status=status, mimetype="text/html")
+
+
+def _signer(state: Onloop) -> StateSigner:
+    key = state.settings.secret_key
+    if key is None:
+        raise RuntimeError("ONLOOP_SECRET_KEY is not set")
+    return StateSigner(key.get_secret_value())
+
+
+def _redirect_uri(state: Onloop) -> str:
+    return state.settings.public_url.rstrip("/") + "/oauth/callback"
+
+
+@bp.get("/oauth/login")
+def login() -> BaseResponse:
+    state = onloop(current_app)
+    if not state.settings.client_id or state.settings.secret_key is None:
+        return _page(503, "Not configured", "This onloop has no GitHub OAuth client configured.")
+    nonce = secrets.token_urlsafe(16)
+    signed = _signer(state).sign({"n": nonce})
+    query = urlencode(
+        {
+            "client_id": state.settings.client_id,
+            "redirect_uri": _redirect_uri(state),
+            "state": signed,
+        }
+    )
+    response = redirect(state.settings.github_url.rstrip("/") + "/login/oauth/authorize?" + query)
+    # The nonce ties the callback to this browser, so nobody can finish a flow they did not
+    # start in it (login CSRF).
+    response.set_cookie(
+        COOKIE,
+        nonce,
+        max_age=_signer(state).max_age,
+        httponly=True,
+        samesite="Lax",
+        secure=state.settings.public_url.startswith("https://"),
+        path="/oauth",
+    )
+    return response
+
+
+@bp.get("/oauth/callback")
+def callback() -> Response:
+    state = onloop(current_app)
+    again = "<a href='/oauth/login'>Start again</a>."
+    data = _signer(state).verify(request.args.get("state", ""))
+    if data is None:
+        return _page(400, "Sign-in link expired or invalid", f"Nothing was stored. {again}")
+    if not secrets.compare_digest(str(data.get("n", "")), request.cookies.get(COOKIE, "")):
+        return _page(400, "Sign-in started elsewhere", f"Nothing was stored. {again}")
+    code = request.args.get("code")
+    if not code:
+        reason = escape(request.args.get("error", "no code"))
+        return _page(400, "GitHub did not authorise onloop", f"({reason}). {again}")
+    try:
+        pair = exchange_code(state.settings, code, _redirect_uri(state))
+        user_id, login = fetch_user(state.settings, pair.access_token)
+    except OAuthError as exc:
+        return _page(400, "GitHub refused the sign-in", f"({escape(exc.code)}). {again}")
+    assert state.settings.secret_key is not None
+    store(state.db, TokenBox(state.settings.secret_key.get_secret_value()), user_id, login, pair)
+    resumed = resume_jobs(state, user_id, login)
+    state.log.info("user authorised", login=login, resumed=resumed)
+    response = _page(
+        200,
+        "onloop is authorised",
+        f"Thanks @{escape(login)}: onloop can now act in your name."
+        + (f" {len(resumed)} waiting job(s) resumed." if resumed else "")
+        + " You can close this page.",
+    )
+    response.delete_cookie(COOKIE, path="/oauth")
+    return response
+
+
+def resume_jobs(state: Onloop, user_id: int, login: str) -> list[int]:
+    """Jobs waiting for this person's authorisation go back to the queue."""
+    with state.db.write_lock(), state.db.session() as s:
+        ids = list(
+            s.scalars(
+                select(Job.id).where(
+                    Job.state == JobState.WAITING_FOR_AUTHORIZATION,
+                    or_(Job.requested_by_id == user_id, Job.requested_by == login),
+                )
+            )
+        )
+        if ids:
+            s.execute(update(Job).where(Job.id.in_(ids)).values(state=JobState.QUEUED))
+            s.add_all(Outbox(job_id=i) for i in ids)
+        return ids

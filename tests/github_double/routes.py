@@ -1,0 +1,58 @@
+"""The route tables: REST (paths below /api/v3) and web pages on the host (OAuth goes here)."""
+
+from __future__ import annotations
+
+from tests.github_double.api import Route
+from tests.github_double.handlers import apps, issues, pulls, repos
+
+R = "/repos/{owner}/{repo}"
+
+ROUTES: list[Route] = [
+    # the app (app JWT) and its installations
+    Route("GET", "/app", apps.get_app),
+    Route("GET", "/app/installations", apps.list_installations),
+    Route("GET", "/app/installations/{id:int}", apps.get_installation),
+    Route("POST", "/app/installations/{id:int}/access_tokens", apps.create_access_token),
+    Route("GET", "/installation/repositories", apps.installation_repositories),
+    Route("GET", "/app/hook/deliveries", apps.list_deliveries),
+    Route("GET", "/app/hook/deliveries/{id:int}", apps.get_delivery),
+    Route("POST", "/app/hook/deliveries/{id:int}/attempts", apps.redeliver),
+    # users
+    Route("GET", "/user", repos.get_authenticated_user),
+    Route("GET", "/users/{user}", repos.get_user),
+    # repositories and their contents
+    Route("GET", R, repos.get_repo),
+    Route("GET", R + "/contents", repos.get_contents),
+    Route("GET", R + "/contents/{path:path}", repos.get_contents),
+    Route("GET", R + "/branches/{branch:path}", repos.get_branch),
+    Route("GET", R + "/commits/{sha}/pulls", pulls.commit_pulls),
+    Route("GET", R + "/commits/{ref:path}", repos.get_commit),
+    Route("GET", R + "/collaborators/{user}/permission", repos.collaborator_permission),
+    # issues, comments, reactions, labels
+    Route("GET", R + "/issues", issues.list_issues),
+    Route("POST", R + "/issues", issues.create_issue),
+    Route("GET", R + "/issues/comments/{id:int}", issues.get_comment),
+    Route("PATCH", R + "/issues/comments/{id:int}", issues.update_comment),
+    Route("DELETE", R + "/issues/comments/{id:int}", issues.delete_comment),
+    Route("GET", R + "/issues/comments/{id:int}/reactions", issues.list_reactions),
+    Route("POST", R + "/issues/comments/{id:int}/reactions", issues.create_reaction),
+    Route("GET", R + "/issues/{number:int}", issues.get_issue),
+    Route("PATCH", R + "/issues/{number:int}", issues.update_issue),
+    Route("GET", R + "/issues/{number:int}/comments", issues.list_comments),
+    Route("POST", R + "/issues/{number:int}/comments", issues.create_comment),
+    Route("POST", R + "/issues/{number:int}/labels", issues.add_labels),
+    Route("DELETE", R + "/issues/{number:int}/labels/{name}", issues.remove_label),
+    # pull requests and reviews (merging and approving are refused)
+    Route("GET", R + "/pulls", pulls.list_pulls),
+    Route("POST", R + "/pulls", pulls.create_pull),
+    Route("GET", R + "/pulls/{number:int}", pulls.get_pull),
+    Route("PATCH", R + "/pulls/{number:int}", pulls.update_pull),
+    Route("PUT", R + "/pulls/{number:int}/merge", pulls.merge_pull),
+    Route("GET", R + "/pulls/{number:int}/reviews", pulls.list_reviews),
+    Route("POST", R + "/pulls/{number:int}/reviews", pulls.create_review),
+    Route("POST", R + "/pulls/{number:int}/reviews/{id:int}/events", pulls.submit_review),
+]
+
+# Web pages at the double's root (settings.github_url), e.g. /login/oauth/authorize and
+# /login/oauth/access_token; handlers may answer bytes (HTML, form-encoded) with a Content-Type.
+WEB_ROUTES: list[Route] = []

@@ -1,0 +1,77 @@
+"""`onloop doctor`: green when everything is there, and the right fix named for each break."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import SecretStr
+
+from app.doctor import run_doctor
+from app.settings import Settings
+from tests.github_double.double import GitHubDouble
+from tests.github_double.fixtures import settings_for
+from tests.redis_server import free_port
+
+
+@pytest.fixture
+def healthy(github_double: GitHubDouble, database_url: str, tmp_path: Path) -> Settings:
+    return settings_for(
+        github_double,
+        tmp_path,
+        database_url=database_url,
+        redis_url="redis://127.0.0.1:6379/9",
+        sandbox_backend="local",
+    )
+
+
+def doctor(settings: Settings, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    code = run_doctor(settings)
+    return code, capsys.readouterr().out
+
+
+def test_all_green(healthy: Settings, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = doctor(healthy, capsys)
+    assert code == 0, out
+    assert "FAIL" not in out and "JWT accepted, App onloop" in out
+
+
+@pytest.mark.parametrize(
+    ("change", "check", "hint"),
+    [
+        ({"app_id": None}, "settings", "ONLOOP_APP_ID"),
+        ({"webhook_secret": None}, "webhook secret", "ONLOOP_WEBHOOK_SECRET"),
+        ({"webhook_secret": SecretStr("short")}, "webhook secret", "long random"),
+        (
+            {"database_url": "postgresql+psycopg://nobody@127.0.0.1:1/x"},
+            "database",
+            "ONLOOP_DATABASE_URL",
+        ),
+        ({"redis_url": None}, "redis", "ONLOOP_REDIS_URL"),
+        ({"redis_url": f"redis://127.0.0.1:{free_port()}/0"}, "redis", "start Redis"),
+        ({"app_id": 999}, "github app", "ONLOOP_APP_ID matches the key"),
+        ({"private_key_path": Path("/nonexistent.pem")}, "github app", "download the App's key"),
+        ({"app_slug": "someone-else"}, "github app", "ONLOOP_APP_SLUG=onloop"),
+        ({"sandbox_backend": "docker", "sandbox_image": "onloop-no-such-image:0"}, "docker", ""),
+    ],
+)
+def test_each_break_names_its_fix(
+    healthy: Settings,
+    capsys: pytest.CaptureFixture[str],
+    change: dict[str, object],
+    check: str,
+    hint: str,
+) -> None:
+    code, out = doctor(healthy.model_copy(update=change), capsys)
+    assert code == 1
+    failing = [line for line in out.splitlines() if line.startswith("FAIL")]
+    assert any(line.startswith(f"FAIL {check}:") and hint in line for line in failing), out
+
+
+def test_unmigrated_database(
+    healthy: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out = doctor(
+        healthy.model_copy(update={"database_url": f"sqlite:///{tmp_path}/new.db"}), capsys
+    )
+    assert code == 1 and "onloop db upgrade" in out
