@@ -41,8 +41,15 @@ class JobContext:
     steps: list[dict[str, Any]] = field(default_factory=list)
 
     @property
-    def params(self) -> dict[str, Any]:
+    def command(self) -> dict[str, Any]:
+        """The Command the job was made from, as stored at intake."""
         return self.job.params or {}
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The command's own parameters (verb, args, run ids...)."""
+        inner = self.command.get("params")
+        return inner if isinstance(inner, dict) else {}
 
     def check_cancelled(self) -> None:
         """Raise Cancelled when the job is no longer wanted."""

@@ -20,7 +20,7 @@ def missed_deliveries(settings: Settings, db: Database, since: datetime) -> dict
 
     https://docs.github.com/en/webhooks/testing-and-troubleshooting-webhooks/redelivering-webhooks
     """
-    from app import github as gh
+    import app.github as gh
 
     attempts = gh.list_hook_deliveries(settings, since)
     ok: set[str] = set()
@@ -42,7 +42,7 @@ def missed_deliveries(settings: Settings, db: Database, since: datetime) -> dict
 
 def redeliver_missed(settings: Settings, db: Database, since: datetime) -> list[str]:
     """Request a redelivery for each missed delivery; returns their GUIDs."""
-    from app import github as gh
+    import app.github as gh
 
     missed = missed_deliveries(settings, db, since)
     for guid, delivery_id in missed.items():

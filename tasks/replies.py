@@ -7,7 +7,7 @@ from typing import Any
 from github.Repository import Repository
 from sqlalchemy import select, update
 
-from app import github as gh
+import app.github as gh
 from app.commands import Kind
 from app.models import Job, JobState, utcnow
 from app.repo_config import ALLOWED_COMMANDS
