@@ -42,6 +42,8 @@ class Settings(BaseSettings):
     sandbox_backend: Literal["docker", "local"] = "docker"
     sandbox_image: str = "onloop-sandbox:latest"
     sandbox_runtime: str | None = None
+    work_dir: Path = Path("var/work")  # mirrors and job workspaces on the worker
+    authorization_wait: int = Field(default=24 * 3600, ge=60)  # seconds a job waits for OAuth
     agent: Literal["none", "openai", "command"] = "none"
 
     # Not in the design's table, but named the same way.

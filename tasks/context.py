@@ -23,6 +23,10 @@ class Cancelled(Exception):
     """The job was cancelled (a command, a newer push, or its lease was lost)."""
 
 
+class WaitForAuthorization(Exception):
+    """The job needs the person's authorisation; it waits and resumes after the OAuth flow."""
+
+
 class JobFailed(Exception):
     """The job cannot go on; `message` says why and what the person can do instead."""
 

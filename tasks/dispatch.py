@@ -13,7 +13,7 @@ from app.db import Database
 from app.logs import get_logger
 from app.models import Outbox, utcnow
 from tasks.celery_app import QUEUE, RUN_JOB
-from tasks.lease import republish_unclaimed, requeue_abandoned
+from tasks.lease import expire_waiting, republish_unclaimed, requeue_abandoned
 
 log = get_logger("onloop.dispatch")
 
@@ -63,7 +63,9 @@ class Dispatcher:
         celery: Celery,
         interval: float = 0.5,
         republish_after: timedelta = timedelta(minutes=10),
+        authorization_wait: timedelta = timedelta(hours=24),
     ) -> None:
+        self.authorization_wait = authorization_wait
         self.db, self.celery, self.interval = db, celery, interval
         self.republish_after = republish_after
         self._stop = threading.Event()
@@ -80,6 +82,9 @@ class Dispatcher:
             republished = republish_unclaimed(self.db, self.republish_after)
             if republished:
                 log.warning("republished unclaimed jobs", jobs=republished)
+            expired = expire_waiting(self.db, self.authorization_wait)
+            if expired:
+                log.info("stopped waiting for authorisation", jobs=expired)
         return publish_pending(self.db, self.celery)
 
     def run(self) -> None:

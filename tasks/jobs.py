@@ -15,7 +15,7 @@ from app.logs import get_logger
 from app.models import Job, JobState
 from app.settings import Settings
 from tasks.celery_app import RUN_JOB
-from tasks.context import Cancelled, JobContext, JobFailed, Runner
+from tasks.context import Cancelled, JobContext, JobFailed, Runner, WaitForAuthorization
 from tasks.lease import Heartbeat, claim, finish
 
 log = get_logger("onloop.jobs")
@@ -36,8 +36,9 @@ def database(settings: Settings) -> Database:
 
 def runners() -> dict[str, Runner]:
     from tasks import replies
+    from tasks.blueprints.rebase import run_rebase
 
-    return replies.RUNNERS
+    return {**replies.RUNNERS, "rebase_pr": run_rebase}
 
 
 def run_job(settings: Settings, job_id: int) -> str:
@@ -65,6 +66,8 @@ def run_job(settings: Settings, job_id: int) -> str:
         except Cancelled:
             bound.info("job cancelled")
             return "cancelled"
+        except WaitForAuthorization as exc:
+            result, state = {"waiting": str(exc)}, JobState.WAITING_FOR_AUTHORIZATION
         except JobFailed as exc:
             result, state = {"error": exc.message, **exc.result}, JobState.FAILED
         except Exception as exc:

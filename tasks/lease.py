@@ -130,3 +130,22 @@ def republish_unclaimed(db: Database, older_than: timedelta) -> list[int]:
         for job_id in ids:
             s.add(Outbox(job_id=job_id))
         return ids
+
+
+def expire_waiting(db: Database, max_age: timedelta) -> list[int]:
+    """Jobs that waited longer than `max_age` for an authorisation run once more, only to
+    say that they stopped waiting (the runner sees `authorization_expired`)."""
+    cutoff = utcnow() - max_age
+    with db.session() as s:
+        jobs = list(
+            s.scalars(
+                select(Job)
+                .where(Job.state == JobState.WAITING_FOR_AUTHORIZATION, Job.finished_at < cutoff)
+                .with_for_update(skip_locked=True)
+            )
+        )
+        for job in jobs:
+            job.params = {**(job.params or {}), "authorization_expired": True}
+            job.state = JobState.QUEUED
+            s.add(Outbox(job_id=job.id))
+        return [job.id for job in jobs]

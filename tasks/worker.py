@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from datetime import timedelta
 
 from app.settings import Settings
 from tasks.celery_app import QUEUE, create_celery
@@ -13,7 +14,12 @@ from tasks.jobs import database
 def run_worker(settings: Settings, concurrency: int = 4, beat: bool = False) -> None:
     """Run until stopped. Threads, not forks: jobs wait on sandboxes and GitHub, not CPU."""
     celery = create_celery(settings)
-    dispatcher = Dispatcher(database(settings), celery, interval=settings.dispatch_interval)
+    dispatcher = Dispatcher(
+        database(settings),
+        celery,
+        interval=settings.dispatch_interval,
+        authorization_wait=timedelta(seconds=settings.authorization_wait),
+    )
     dispatcher.start()
     argv = [
         "worker",

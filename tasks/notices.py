@@ -1,0 +1,39 @@
+"""onloop's own short notices, posted with the installation token: refusals, sign-in requests."""
+
+from __future__ import annotations
+
+from github.Repository import Repository
+
+from tasks.comments import upsert_comment
+from tasks.context import JobContext
+
+
+def notice(ctx: JobContext, repo: Repository, key: str, body: str) -> int:
+    """One bot comment per (job, key), edited when the job runs again."""
+    assert ctx.job.number is not None
+    issue = repo.get_issue(ctx.job.number)
+    comment = upsert_comment(issue, f"job-{ctx.job.id}-{key}", body, ctx.settings.bot_login)
+    return int(comment.id)
+
+
+def ask_to_authorize(ctx: JobContext, repo: Repository, login: str, reason: str) -> None:
+    link = ctx.settings.public_url.rstrip("/") + "/oauth/login"
+    notice(
+        ctx,
+        repo,
+        "authorize",
+        f"@{login} onloop acts in your own name, so that its work is yours and another person "
+        f"reviews it, but it cannot yet ({reason}). [Authorise onloop]({link}) and this "
+        f"`{ctx.job.kind}` job resumes by itself.",
+    )
+
+
+def refuse(ctx: JobContext, repo: Repository, login: str, role: str, required: str) -> None:
+    notice(
+        ctx,
+        repo,
+        "refused",
+        f"Sorry @{login}, `{ctx.job.kind}` needs {required} permission on this repository and "
+        f"you have {role}. Ask a maintainer to run it, or to change `trigger_permission` in "
+        "`.github/onloop.yml`.",
+    )

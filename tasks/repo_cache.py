@@ -1,0 +1,255 @@
+"""The worker's repository cache: one bare mirror per repository; job workspaces come from it."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import fnmatch
+import hashlib
+import os
+import re
+import shutil
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from tasks.git_auth import TokenLike, git
+
+HEADS = ("+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*")
+_SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
+
+
+class RepoCacheError(RuntimeError):
+    """The cache could not provide what was asked."""
+
+
+def slug(repo: str) -> str:
+    """A file name for `owner/name` that cannot escape the cache and cannot collide."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", repo.lower()).strip(".")[:100]
+    return f"{safe}-{hashlib.sha256(repo.encode()).hexdigest()[:10]}"
+
+
+class RepoCache:
+    """Bare mirrors under `root`, updated with fetch under a per-mirror lock.
+
+    The lock is `fcntl.flock` on a file per mirror (exclusive to change the mirror, shared
+    to read from it), so it holds between processes on one host; give `redis` (a redis
+    client) to also take a Redis lock when several hosts share the cache directory.
+    """
+
+    def __init__(self, root: Path, *, redis: Any = None, lock_timeout: float = 900.0) -> None:
+        self.root = root
+        self.redis = redis
+        self.lock_timeout = lock_timeout
+        for sub in ("mirrors", "locks"):
+            (root / sub).mkdir(parents=True, exist_ok=True)
+
+    def mirror_path(self, repo: str) -> Path:
+        """Where `owner/name`'s bare mirror lives."""
+        return self.root / "mirrors" / f"{slug(repo)}.git"
+
+    @contextlib.contextmanager
+    def lock(self, repo: str, *, shared: bool = False) -> Iterator[None]:
+        """Hold the mirror's lock; waits at most `lock_timeout` seconds."""
+        path = self.root / "locks" / f"{slug(repo)}.lock"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
+            deadline = time.monotonic() + self.lock_timeout
+            while True:
+                try:
+                    fcntl.flock(fd, mode | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise RepoCacheError(f"timed out waiting for the lock on {repo}") from None
+                    time.sleep(0.05)
+            if self.redis is not None and not shared:
+                with self.redis.lock(
+                    f"onloop:repo-cache:{slug(repo)}",
+                    timeout=self.lock_timeout,
+                    blocking_timeout=self.lock_timeout,
+                ):
+                    yield
+            else:
+                yield
+        finally:
+            os.close(fd)  # closing releases the flock
+
+    def has(self, repo: str, rev: str) -> bool:
+        """Whether the mirror already holds commit `rev`."""
+        mirror = self.mirror_path(repo)
+        if not mirror.exists():
+            return False
+        done = git(["cat-file", "-e", f"{rev}^{{commit}}"], mirror, check=False, timeout=60)
+        return done.returncode == 0
+
+    def ensure(
+        self,
+        repo: str,
+        clone_url: str,
+        token: TokenLike | None = None,
+        *,
+        sha: str | None = None,
+        refs: Sequence[str] = (),
+        timeout: float = 1800.0,
+    ) -> Path:
+        """The mirror, created or brought up to date. With `sha` already present nothing is
+        fetched; `refs` (e.g. `refs/pull/7/head`) are fetched besides branches and tags."""
+        mirror = self.mirror_path(repo)
+        if sha and _SHA.match(sha) and self.has(repo, sha):
+            return mirror
+        with self.lock(repo):
+            if not (mirror / "HEAD").exists():
+                tmp = mirror.with_name(mirror.name + ".new")
+                shutil.rmtree(tmp, ignore_errors=True)
+                git(["init", "--bare", "--quiet", str(tmp)], timeout=60)
+                git(["config", "remote.origin.url", clone_url], tmp)
+                os.replace(tmp, mirror)
+            elif sha and _SHA.match(sha) and self.has(repo, sha):
+                return mirror  # another job fetched it while we waited
+            git(["config", "remote.origin.url", clone_url], mirror)
+            specs = [*HEADS, *(f"+{r}:{r}" for r in refs)]
+            git(
+                ["fetch", "--quiet", "--prune", "--no-write-fetch-head", "origin", *specs],
+                mirror,
+                token,
+                timeout=timeout,
+            )
+            git(["gc", "--auto", "--quiet"], mirror, timeout=timeout)
+        if sha and not self.has(repo, sha):
+            raise RepoCacheError(f"{repo} has no commit {sha} after fetching")
+        return mirror
+
+    def checkout(
+        self,
+        repo: str,
+        rev: str,
+        dest: Path,
+        *,
+        branch: str | None = None,
+        origin_url: str | None = None,
+        hardlink: bool | None = None,
+    ) -> str:
+        """Check `rev` out into the empty directory `dest`; the commit's sha.
+
+        Objects come from the mirror by hard link when `hardlink` (the default when the
+        worker is root: the sandbox's user then cannot write the shared files), else by
+        copy. There is no alternates file: the workspace works inside the sandbox, where
+        the mirror is not. `origin_url` becomes `origin` (a URL without credentials).
+        """
+        mirror = self.mirror_path(repo)
+        if hardlink is None:
+            hardlink = os.geteuid() == 0
+        dest.mkdir(parents=True, exist_ok=True)
+        if any(dest.iterdir()):
+            raise RepoCacheError(f"workspace {dest} is not empty")
+        clone = ["clone", "--quiet", "--local", "--no-checkout"]
+        if not hardlink:
+            clone.append("--no-hardlinks")
+        with self.lock(repo, shared=True):
+            git([*clone, str(mirror), str(dest)], timeout=600)
+        # The workspace is chowned to the sandbox's user after this: without this the change
+        # of ctime would make git re-read every file once, in the job's first `git status`.
+        git(["config", "core.trustctime", "false"], dest)
+        sha = git(["rev-parse", "--verify", f"{rev}^{{commit}}"], dest).stdout.strip()
+        if branch:
+            git(["checkout", "--quiet", "-B", branch, sha], dest, timeout=600)
+        else:
+            git(["checkout", "--quiet", "--detach", sha], dest, timeout=600)
+        if origin_url:
+            git(["remote", "set-url", "origin", origin_url], dest)
+        else:
+            git(["remote", "remove", "origin"], dest)
+        return sha
+
+    def refresh(
+        self,
+        repo: str,
+        rev: str,
+        dest: Path,
+        *,
+        branch: str | None = None,
+        origin_url: str | None = None,
+    ) -> str:
+        """Move a checkout that `checkout` made, and that no job has touched since (a primed
+        pool workspace), to `rev`: only missing objects are fetched, only changed files
+        written. The commit's sha."""
+        trust = {"safe.directory": str(dest)}  # owned by the sandbox's uid, made by us
+        if git(["cat-file", "-e", f"{rev}^{{commit}}"], dest, check=False, config=trust).returncode:
+            with self.lock(repo, shared=True):
+                git(
+                    ["fetch", "--quiet", "--no-tags", str(self.mirror_path(repo)), rev],
+                    dest,
+                    config=trust,
+                    timeout=600,
+                )
+        sha = git(["rev-parse", "--verify", f"{rev}^{{commit}}"], dest, config=trust)
+        target = sha.stdout.strip()
+        move = ["checkout", "--quiet", *(["-B", branch] if branch else ["--detach"]), target]
+        if git(move, dest, config=trust, timeout=600, check=False).returncode:
+            git([*move[:2], "--force", *move[2:]], dest, config=trust, timeout=600)
+        if origin_url:
+            git(["remote", "set-url", "origin", origin_url], dest, config=trust)
+        return target
+
+    def dependency_blobs(
+        self, repo: str, rev: str, patterns: Sequence[str]
+    ) -> list[tuple[str, str]]:
+        """(path, blob id) of the files at `rev` whose path matches one of `patterns`;
+        read from the mirror, so no checkout and no file from the job is opened."""
+        mirror = self.mirror_path(repo)
+        dirs = sorted({os.path.dirname(p) for p in patterns if "/" in p})
+        listing = git(["ls-tree", "-z", rev, "--", *[f"{d}/" for d in dirs]], mirror).stdout
+        listing += git(["ls-tree", "-z", rev], mirror).stdout
+        found = []
+        for entry in listing.split("\0"):
+            if not entry:
+                continue
+            meta, path = entry.split("\t", 1)
+            _, kind, blob = meta.split()
+            if kind == "blob" and any(fnmatch.fnmatchcase(path, p) for p in patterns):
+                found.append((path, blob))
+        return sorted(set(found))
+
+    def import_bundle(self, repo: str, bundle: Path, ref: str) -> str:
+        """Fetch the commits a job made (a `git bundle` taken from its workspace) into the
+        mirror as `ref`; git never reads the workspace's own config. The tip's sha."""
+        mirror = self.mirror_path(repo)
+        if not ref.startswith("refs/onloop/"):
+            raise ValueError("job results go under refs/onloop/")
+        with self.lock(repo):
+            heads = git(["bundle", "list-heads", str(bundle)], mirror).stdout.split()
+            if not heads:
+                raise RepoCacheError("the bundle has no commits")
+            git(
+                ["fetch", "--quiet", "--no-tags", str(bundle), f"+{heads[1]}:{ref}"],
+                mirror,
+                config={"transfer.fsckObjects": "true"},
+            )
+        return git(["rev-parse", ref], mirror).stdout.strip()
+
+    def push(
+        self,
+        repo: str,
+        clone_url: str,
+        rev: str,
+        dest_ref: str,
+        token: TokenLike,
+        *,
+        lease: str | None = None,
+        timeout: float = 600.0,
+    ) -> None:
+        """Push `rev` from the mirror to `dest_ref` on GitHub; `lease` is the sha the remote
+        ref must still have (a rebase's --force-with-lease), or "" when it must not exist."""
+        args = ["push", "--quiet", "--porcelain"]
+        if lease is not None:
+            args.append(f"--force-with-lease={dest_ref}:{lease}")
+        with self.lock(repo, shared=True):
+            git(
+                [*args, clone_url, f"{rev}:{dest_ref}"],
+                self.mirror_path(repo),
+                token,
+                timeout=timeout,
+            )

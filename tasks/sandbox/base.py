@@ -1,0 +1,250 @@
+"""The sandbox interface every backend implements: limits, exec results, start/exec/stop."""
+
+from __future__ import annotations
+
+import abc
+import logging
+import os
+import re
+import shutil
+import stat
+import subprocess
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Self
+
+log = logging.getLogger(__name__)
+
+WORKDIR = "/workspace"
+TMP = "/tmp"  # noqa: S108 - the sandbox's own private tmpfs, not the host's
+# The environment every command starts from; the caller's `env` is laid over it.
+BASE_ENV: Mapping[str, str] = {
+    "HOME": TMP,
+    "LANG": "C.UTF-8",
+    "TMPDIR": TMP,
+    "CI": "true",
+    "GIT_TERMINAL_PROMPT": "0",
+    "PIP_NO_INPUT": "1",
+}
+_SECRET_NAME = re.compile(r"^ONLOOP_|TOKEN|SECRET|PASSWORD|PASSWD|PRIVATE_KEY|CREDENTIAL", re.I)
+_SECRET_VALUE = re.compile(r"\b(gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})")
+
+
+class SandboxError(RuntimeError):
+    """The sandbox could not be started or used (not: the command failed)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one job's sandbox may use. Times are wall-clock seconds."""
+
+    memory_mb: int = 2048
+    cpus: float = 1.0
+    pids: int = 256
+    command_timeout: float = 600.0
+    job_timeout: float = 3600.0
+    tmp_mb: int = 512
+    uid: int = 1000
+    gid: int = 1000
+    output_bytes: int = 1_000_000  # per stream; the tail is kept
+
+    def clip(self, timeout: float | None, remaining: float) -> float:
+        """The timeout one command gets: its own, or the default, never past the job's end."""
+        return max(0.0, min(timeout if timeout is not None else self.command_timeout, remaining))
+
+
+@dataclass
+class ExecResult:
+    """What one command did. `exit_code` is -1 when it was killed for time."""
+
+    exit_code: int
+    stdout: str = ""
+    stderr: str = ""
+    timed_out: bool = False
+    duration: float = 0.0
+    truncated: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """True when the command ran to the end and exited 0."""
+        return self.exit_code == 0 and not self.timed_out
+
+    @property
+    def output(self) -> str:
+        """stdout and stderr, one after the other."""
+        return self.stdout + self.stderr
+
+
+def check_env(env: Mapping[str, str] | None) -> dict[str, str]:
+    """The environment for one command; refuses anything that looks like a credential."""
+    out = dict(BASE_ENV)
+    for key, value in (env or {}).items():
+        if _SECRET_NAME.search(key) or _SECRET_VALUE.search(value):
+            raise ValueError(f"refusing to pass {key!r} into the sandbox: it looks like a secret")
+        out[key] = value
+    return out
+
+
+def argv(cmd: str | Sequence[str]) -> list[str]:
+    """A shell string runs under `sh -c`; a sequence is the argv itself."""
+    if isinstance(cmd, str):
+        return ["/bin/sh", "-c", cmd]
+    if not cmd:
+        raise ValueError("empty command")
+    return list(cmd)
+
+
+class TailBuffer:
+    """Collects a stream, keeping at most `limit` bytes (the end: that is where errors are)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.truncated = False
+        self.lock = threading.Lock()
+
+    def add(self, data: bytes) -> None:
+        """Append a chunk, dropping the oldest bytes past the limit."""
+        with self.lock:
+            self.chunks.append(data)
+            self.size += len(data)
+            if self.size > 2 * self.limit:
+                self._compact()
+
+    def _compact(self) -> None:
+        joined = b"".join(self.chunks)
+        if len(joined) > self.limit:
+            self.truncated = True
+            joined = joined[-self.limit :]
+        self.chunks, self.size = [joined], len(joined)
+
+    def text(self) -> str:
+        """The kept bytes, decoded."""
+        with self.lock:
+            self._compact()
+            return self.chunks[0].decode("utf-8", "replace") if self.chunks else ""
+
+    def drain(self, stream: IO[bytes]) -> None:
+        """Read `stream` to its end (in a thread)."""
+        for chunk in iter(lambda: stream.read1(65536), b""):  # type: ignore[attr-defined]
+            self.add(chunk)
+
+
+def chown_tree(root: Path, uid: int, gid: int) -> None:
+    """Give the sandbox's user the workspace, leaving shared (hard-linked) files untouched."""
+    if shutil.which("find") and shutil.which("chown"):
+        shared = ["(", "-type", "d", "-o", "-links", "1", ")"]  # not hard links to the cache
+        theirs = ["(", "!", "-uid", str(uid), "-o", "!", "-gid", str(gid), ")"]
+        done = subprocess.run(
+            [
+                "find",
+                str(root),
+                *shared,
+                *theirs,
+                "-exec",
+                "chown",
+                "-h",
+                f"{uid}:{gid}",
+                "{}",
+                "+",
+            ],
+            capture_output=True,
+            check=False,
+        )
+        if done.returncode == 0:
+            return
+    os.chown(root, uid, gid)
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = os.path.join(dirpath, name)
+            st = os.lstat(path)
+            if st.st_nlink > 1 and not stat.S_ISDIR(st.st_mode):
+                continue  # a hard link into the repo cache: the sandbox must not own it
+            os.chown(path, uid, gid, follow_symlinks=False)
+
+
+class Sandbox(abc.ABC):
+    """One job's sandbox: run commands in it, then stop it (always; use it as a context)."""
+
+    backend_name = "?"
+
+    def __init__(self, job_id: str, workspace: Path, limits: Limits) -> None:
+        self.job_id = job_id
+        self.workspace = workspace
+        self.limits = limits
+        self.started = time.monotonic()
+        self.deadline = self.started + limits.job_timeout
+        self.stopped = False
+
+    @property
+    def remaining(self) -> float:
+        """Seconds left of the job's wall-clock budget."""
+        return self.deadline - time.monotonic()
+
+    def exec(
+        self,
+        cmd: str | Sequence[str],
+        *,
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+        workdir: str = WORKDIR,
+    ) -> ExecResult:
+        """Run one command; it is killed after `timeout` or at the job's deadline."""
+        if self.stopped:
+            raise SandboxError(f"sandbox for job {self.job_id} is stopped")
+        environment = check_env(env)
+        budget = self.limits.clip(timeout, self.remaining)
+        if budget <= 0:
+            self.stop()
+            return ExecResult(-1, stderr="job time limit reached", timed_out=True)
+        return self._exec(argv(cmd), budget, environment, workdir)
+
+    @abc.abstractmethod
+    def _exec(
+        self, args: list[str], timeout: float, env: dict[str, str], workdir: str
+    ) -> ExecResult: ...
+
+    @abc.abstractmethod
+    def stop(self) -> None:
+        """Kill everything in the sandbox and remove it. Safe to call twice."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+class SandboxBackend(abc.ABC):
+    """Starts sandboxes of one kind. `limitations` lists what this kind cannot enforce."""
+
+    name = "?"
+    limitations: tuple[str, ...] = ()
+
+    @abc.abstractmethod
+    def start(
+        self,
+        job_id: str,
+        image: str,
+        workspace: Path,
+        limits: Limits | None = None,
+        *,
+        writable_root: bool = False,
+    ) -> Sandbox:
+        """A running sandbox for `job_id` with `workspace` mounted at /workspace.
+
+        `writable_root` is for building warm snapshots only: the root file system is then
+        the container's own layer, so `setup` can install into it.
+        """
+
+    def warn_limitations(self, items: Iterable[str] | None = None) -> None:
+        """Say plainly, in the log, what this backend does not enforce."""
+        for item in items if items is not None else self.limitations:
+            log.warning("sandbox backend %r cannot enforce: %s", self.name, item)

@@ -1,0 +1,305 @@
+"""The Docker sandbox: one locked-down container per job, commands run in it with `exec`."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import secrets
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+from docker.models.containers import Container
+from docker.types import Mount
+
+from tasks.sandbox.base import (
+    TMP,
+    WORKDIR,
+    ExecResult,
+    Limits,
+    Sandbox,
+    SandboxBackend,
+    SandboxError,
+    TailBuffer,
+    chown_tree,
+)
+
+log = logging.getLogger(__name__)
+
+JOB_LABEL = "onloop.job"
+HOST_LABEL = "onloop.host"
+POOL_LABEL = "onloop.pool"
+INIT_UID = 65534  # the container's own idle process; commands run as another uid
+KILL_ALL = ["/bin/sh", "-c", "kill -KILL -1"]  # every process of the command's uid but itself
+
+
+def container_name(job_id: str) -> str:
+    """A unique, valid container name that starts with the job id (the reaper reads it)."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", job_id)[:80]
+    return f"onloop-job-{safe}--{secrets.token_hex(3)}"
+
+
+def exec_ids(limits: Limits) -> tuple[int, int]:
+    """The uid:gid commands run as: the limit's when the worker is root (it chowns the
+    workspace), else the worker's own, so the workspace stays the worker's to clean up."""
+    if os.geteuid() == 0:
+        return limits.uid, limits.gid
+    return os.geteuid(), os.getegid()
+
+
+def create_kwargs(
+    image: str,
+    workspace: Path,
+    limits: Limits,
+    labels: dict[str, str],
+    name: str,
+    *,
+    runtime: str | None = None,
+    writable_root: bool = False,
+    lifetime: float | None = None,
+) -> dict[str, Any]:
+    """Everything that locks a container down, in the Docker SDK's words."""
+    uid, _ = exec_ids(limits)
+    init_uid = INIT_UID if uid != INIT_UID else INIT_UID - 1
+    kwargs: dict[str, Any] = {
+        "image": image,
+        "entrypoint": ["sleep"],
+        "command": [str(int(lifetime if lifetime is not None else limits.job_timeout + 60))],
+        "name": name,
+        "labels": labels,
+        "init": True,  # docker-init reaps orphans, so killed commands free their pids
+        "user": f"{init_uid}:{init_uid}",
+        "working_dir": WORKDIR,
+        "environment": {"HOME": TMP},
+        "hostname": "sandbox",
+        "network_mode": "none",
+        "read_only": not writable_root,
+        "tmpfs": {TMP: f"rw,nosuid,nodev,size={limits.tmp_mb}m,mode=1777"},
+        "mounts": [Mount(target=WORKDIR, source=str(workspace), type="bind")],
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges:true"],
+        "ipc_mode": "private",
+        "pids_limit": limits.pids,
+        "mem_limit": f"{limits.memory_mb}m",
+        "memswap_limit": f"{limits.memory_mb}m",
+        "nano_cpus": int(limits.cpus * 1e9),
+    }
+    if runtime:
+        kwargs["runtime"] = runtime
+    return kwargs
+
+
+class DockerSandbox(Sandbox):
+    """A running container for one job; removed by `stop`, at its deadline, or by the reaper."""
+
+    backend_name = "docker"
+
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        container: Container,
+        job_id: str,
+        workspace: Path,
+        limits: Limits,
+    ) -> None:
+        super().__init__(job_id, workspace, limits)
+        self.client = client
+        self.container = container
+        self.container_id: str = container.id or ""
+        uid, gid = exec_ids(limits)
+        self.user = f"{uid}:{gid}"
+        self._lock = threading.Lock()
+        self._watchdog = threading.Timer(limits.job_timeout, self._expire)
+        self._watchdog.daemon = True
+        self._watchdog.start()
+
+    def _expire(self) -> None:
+        log.warning("job %s reached its time limit; removing its sandbox", self.job_id)
+        self.stop()
+
+    def _exec(
+        self, args: list[str], timeout: float, env: dict[str, str], workdir: str
+    ) -> ExecResult:
+        api = self.client.api
+        begun = time.monotonic()
+        out, err = TailBuffer(self.limits.output_bytes), TailBuffer(self.limits.output_bytes)
+        try:
+            exec_id = api.exec_create(
+                self.container_id, args, environment=env, workdir=workdir, user=self.user
+            )["Id"]
+            stream = api.exec_start(exec_id, stream=True, demux=True)
+        except docker.errors.APIError as exc:
+            if self.stopped:
+                raise SandboxError(f"sandbox for job {self.job_id} was stopped") from exc
+            # e.g. no pid left for the command: the sandbox is still there, the command is not
+            return ExecResult(126, stderr=f"could not start the command: {exc.explanation}")
+
+        def pump() -> None:
+            try:
+                for o, e in stream:
+                    if o:
+                        out.add(o)
+                    if e:
+                        err.add(e)
+            except Exception:  # the container went away under us
+                log.debug("exec stream ended early", exc_info=True)
+
+        reader = threading.Thread(target=pump, daemon=True)
+        reader.start()
+        reader.join(timeout)
+        timed_out = reader.is_alive()
+        if timed_out:
+            if not self.kill_processes():
+                self.stop()
+            reader.join(10)
+            if reader.is_alive():
+                self.stop()
+                reader.join(10)
+        code = -1
+        timed_out = timed_out or self.stopped  # removed at the job's deadline meanwhile
+        if timed_out:
+            gone = " (the sandbox was removed)" if self.stopped else ""
+            err.add(f"\nonloop: command timed out after {timeout:g}s{gone}\n".encode())
+        else:
+            code = self._exit_code(exec_id)
+        return ExecResult(
+            exit_code=code,
+            stdout=out.text(),
+            stderr=err.text(),
+            timed_out=timed_out,
+            duration=time.monotonic() - begun,
+            truncated=out.truncated or err.truncated,
+        )
+
+    def _exit_code(self, exec_id: str) -> int:
+        for _ in range(50):
+            try:
+                info = self.client.api.exec_inspect(exec_id)
+            except docker.errors.APIError:
+                return -1
+            if info.get("ExitCode") is not None and not info.get("Running"):
+                return int(info["ExitCode"])
+            time.sleep(0.02)
+        return -1
+
+    def kill_processes(self, attempts: int = 5) -> bool:
+        """Kill every process the commands started, keeping the container; False if not
+        even the kill could start (e.g. a fork bomb holds every pid)."""
+        for attempt in range(attempts):
+            if self.stopped:
+                return False
+            try:
+                done = self.container.exec_run(KILL_ALL, user=self.user)
+                if done.exit_code in (0, 1):  # 1: nothing was left to kill
+                    return True
+            except docker.errors.APIError:
+                pass
+            time.sleep(0.2 * (attempt + 1))
+        return False
+
+    def commit(self, repository: str, tag: str, labels: dict[str, str]) -> str:
+        """Save the container's file system as an image (the warm snapshot); its id."""
+        image = self.container.commit(repository=repository, tag=tag, conf={"Labels": labels})
+        return str(image.id)
+
+    def stop(self) -> None:
+        """Remove the container, whatever state it is in."""
+        with self._lock:
+            if self.stopped:
+                return
+            self.stopped = True
+        self._watchdog.cancel()
+        remove_container(self.client, self.container_id)
+
+
+def remove_container(client: docker.DockerClient, container_id: str) -> bool:
+    """Force-remove one container; True if it was there."""
+    try:
+        client.api.remove_container(container_id, force=True, v=True)
+        return True
+    except docker.errors.NotFound:
+        return False
+    except docker.errors.APIError as exc:
+        if "removal of container" in str(exc) and "already in progress" in str(exc):
+            return False
+        raise
+
+
+class DockerBackend(SandboxBackend):
+    """Starts job sandboxes as Docker containers (optionally under another runtime: runsc)."""
+
+    name = "docker"
+    limitations = ()
+
+    def __init__(
+        self,
+        client: docker.DockerClient | None = None,
+        *,
+        runtime: str | None = None,
+    ) -> None:
+        self.client = client or docker.from_env(timeout=120)
+        self.runtime = runtime or None
+        self.host = socket.gethostname()
+
+    def labels(self, job_id: str) -> dict[str, str]:
+        """The labels every job container carries."""
+        return {JOB_LABEL: job_id, HOST_LABEL: self.host}
+
+    def prepare(self, workspace: Path, limits: Limits) -> None:
+        """Hand the workspace to the sandbox's user (only needed when the worker is root)."""
+        if not workspace.is_dir():
+            raise SandboxError(f"workspace {workspace} is not a directory")
+        if os.geteuid() == 0 and limits.uid != 0:
+            chown_tree(workspace, limits.uid, limits.gid)
+
+    def start(
+        self,
+        job_id: str,
+        image: str,
+        workspace: Path,
+        limits: Limits | None = None,
+        *,
+        writable_root: bool = False,
+    ) -> DockerSandbox:
+        """A running, locked-down container for `job_id`, workspace at /workspace."""
+        limits = limits or Limits()
+        if limits.uid == 0:
+            raise SandboxError("sandbox commands never run as root")
+        workspace = workspace.resolve()
+        self.prepare(workspace, limits)
+        kwargs = create_kwargs(
+            image,
+            workspace,
+            limits,
+            self.labels(job_id),
+            container_name(job_id),
+            runtime=self.runtime,
+            writable_root=writable_root,
+        )
+        container = self.run(kwargs)
+        return DockerSandbox(self.client, container, job_id, workspace, limits)
+
+    def run(self, kwargs: dict[str, Any]) -> Container:
+        """Create and start one container (never pulling); nothing is left if that fails."""
+        try:
+            container = self.client.containers.create(**kwargs)
+            container.start()
+            return container
+        except docker.errors.ImageNotFound as exc:
+            raise SandboxError(
+                f"sandbox image {kwargs['image']!r} not found: run `onloop sandbox build-image`"
+            ) from exc
+        except docker.errors.APIError as exc:
+            self._remove_by_name(kwargs["name"])
+            raise SandboxError(f"could not start sandbox {kwargs['name']}: {exc}") from exc
+
+    def _remove_by_name(self, name: str) -> None:
+        try:
+            remove_container(self.client, name)
+        except docker.errors.APIError:
+            log.warning("could not remove half-created container %s", name, exc_info=True)

@@ -1,0 +1,195 @@
+"""One job's sandbox from trigger to first command: mirror, workspace, snapshot, pool, start."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import shutil
+import stat
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tasks.git_auth import TokenLike, git
+from tasks.repo_cache import RepoCache
+from tasks.sandbox.base import ExecResult, Limits, Sandbox, SandboxBackend, SandboxError
+from tasks.sandbox.docker_backend import DockerSandbox
+from tasks.sandbox.pool import PoolSlot, WarmPool
+from tasks.sandbox.snapshots import DEPENDENCY_FILES, SnapshotStore
+
+log = logging.getLogger(__name__)
+BUNDLE = ".onloop-out.bundle"
+
+
+class SetupFailed(SandboxError):
+    """The repository's `sandbox.setup` command failed; `result` says how."""
+
+    def __init__(self, result: ExecResult) -> None:
+        super().__init__(f"setup failed with exit code {result.exit_code}")
+        self.result = result
+
+
+@dataclass
+class JobSandbox:
+    """What `job_sandbox` hands the job."""
+
+    sandbox: Sandbox
+    workspace: Path
+    sha: str
+    image: str  # the image the sandbox runs: the base or the warm snapshot
+    setup: ExecResult | None  # the setup this job ran; None when skipped or there is none
+    snapshot: str | None
+    pooled: bool  # a warm pool container
+    primed: bool  # ...whose workspace held this repository already
+
+
+@contextlib.contextmanager
+def job_sandbox(
+    backend: SandboxBackend,
+    cache: RepoCache,
+    *,
+    job_id: str,
+    repo: str,
+    clone_url: str,
+    rev: str,
+    image: str,
+    workspace_root: Path,
+    limits: Limits | None = None,
+    token: TokenLike | None = None,
+    refs: Sequence[str] = (),
+    branch: str | None = None,
+    setup: str | None = None,
+    snapshots: SnapshotStore | None = None,
+    pool: WarmPool | None = None,
+) -> Iterator[JobSandbox]:
+    """A started sandbox with `rev` of `repo` checked out at /workspace; always removed.
+
+    The mirror is fetched only when it lacks `rev` (the token stays in the worker). With
+    `setup` and `snapshots`, the first job for a dependency key runs setup in a writable
+    container and commits it; later jobs start from that image and skip setup.
+    """
+    limits = limits or Limits()
+    cache.ensure(repo, clone_url, token, sha=rev, refs=refs)
+    sha = git(["rev-parse", "--verify", f"{rev}^{{commit}}"], cache.mirror_path(repo))
+    commit = sha.stdout.strip()
+    run_image, key, need_setup = image, None, bool(setup)
+    if setup and snapshots is not None:
+        key = snapshots.key(image, setup, cache.dependency_blobs(repo, commit, DEPENDENCY_FILES))
+        found = snapshots.find(repo, key)
+        if found:
+            run_image, need_setup = found, False
+    slot: PoolSlot | None = None
+    if pool is not None and not need_setup:
+        slot = pool.claim(run_image, limits, repo=repo)
+    pooled = slot is not None
+    primed = slot is not None and slot.repo == repo
+    workspace = slot.workspace if slot else _fresh(workspace_root, job_id)
+    sandbox: Sandbox | None = None
+    setup_result: ExecResult | None = None
+    try:
+        if primed:  # only move the checkout to the commit
+            cache.refresh(repo, commit, workspace, branch=branch, origin_url=clone_url)
+        else:
+            cache.checkout(repo, commit, workspace, branch=branch, origin_url=clone_url)
+        if need_setup and setup:
+            setup_result, run_image = _setup(
+                backend, snapshots, job_id, repo, image, workspace, limits, setup, key
+            )
+        if slot is not None:
+            sandbox, slot = slot.activate(job_id, limits), None
+        else:
+            sandbox = backend.start(job_id, run_image, workspace, limits)
+        yield JobSandbox(
+            sandbox=sandbox,
+            workspace=workspace,
+            sha=commit,
+            image=run_image,
+            setup=setup_result,
+            snapshot=run_image if run_image != image else None,
+            pooled=pooled,
+            primed=primed,
+        )
+    finally:
+        if sandbox is not None:
+            sandbox.stop()
+        if slot is not None:
+            slot.discard()
+        shutil.rmtree(workspace, ignore_errors=True)
+        if pool is not None:
+            pool.after_job(cache, repo, commit, clone_url, run_image)  # for the next job
+
+
+def _fresh(root: Path, job_id: str) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", job_id)[:80]
+    return Path(tempfile.mkdtemp(prefix=f"job-{safe}-", dir=root))
+
+
+def _setup(
+    backend: SandboxBackend,
+    snapshots: SnapshotStore | None,
+    job_id: str,
+    repo: str,
+    image: str,
+    workspace: Path,
+    limits: Limits,
+    setup: str,
+    key: str | None,
+) -> tuple[ExecResult, str]:
+    """Run `setup`; with a snapshot store, in a writable container that is then committed."""
+    writable = snapshots is not None and key is not None
+    with backend.start(job_id, image, workspace, limits, writable_root=writable) as box:
+        result = box.exec(setup)
+        if not result.ok:
+            raise SetupFailed(result)
+        if not writable or not isinstance(box, DockerSandbox):
+            return result, image
+        assert snapshots is not None and key is not None
+        return result, snapshots.create(box, repo, key, image)
+
+
+def read_workspace_file(workspace: Path, relpath: str, dest: Path, limit: int = 2**31) -> Path:
+    """Copy a file the sandbox wrote to `dest`, refusing symlinks anywhere on the way (the
+    sandbox controls the workspace: it must not make the worker read a host file)."""
+    fd = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        parts = [p for p in relpath.split("/") if p]
+        if not parts or any(p in (".", "..") for p in parts):
+            raise ValueError(f"bad workspace path {relpath!r}")
+        for part in parts[:-1]:
+            nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        src = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
+    finally:
+        os.close(fd)
+    with os.fdopen(src, "rb") as fin:
+        if not stat.S_ISREG(os.fstat(fin.fileno()).st_mode):
+            raise ValueError(f"{relpath!r} is not a regular file")
+        with open(dest, "wb") as fout:
+            copied = 0
+            while chunk := fin.read(1 << 20):
+                copied += len(chunk)
+                if copied > limit:
+                    raise ValueError(f"{relpath!r} is larger than {limit} bytes")
+                fout.write(chunk)
+    return dest
+
+
+def collect_commits(
+    sandbox: Sandbox, cache: RepoCache, repo: str, base: str, ref: str
+) -> str | None:
+    """Bring the commits made in the sandbox since `base` into the mirror as `ref` (under
+    refs/onloop/), through a bundle: the worker never runs git in the workspace. The new
+    tip's sha, or None when there are no new commits. Push it with `RepoCache.push`."""
+    made = sandbox.exec(["git", "bundle", "create", f"/workspace/{BUNDLE}", f"^{base}", "HEAD"])
+    if not made.ok:
+        if "empty bundle" in made.stderr:
+            return None
+        raise SandboxError(f"could not bundle the job's commits: {made.stderr.strip()}")
+    with tempfile.TemporaryDirectory(prefix="onloop-bundle-") as tmp:
+        bundle = read_workspace_file(sandbox.workspace, BUNDLE, Path(tmp) / "out.bundle")
+        return cache.import_bundle(repo, bundle, ref)

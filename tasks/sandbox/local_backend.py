@@ -1,0 +1,255 @@
+"""The local sandbox for machines without Docker: every command in a fresh bubblewrap."""
+
+from __future__ import annotations
+
+import logging
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from tasks.sandbox.base import (
+    TMP,
+    WORKDIR,
+    ExecResult,
+    Limits,
+    Sandbox,
+    SandboxBackend,
+    SandboxError,
+    TailBuffer,
+    chown_tree,
+)
+
+log = logging.getLogger(__name__)
+
+PATH = "/opt/venv/bin:/opt/tools/bin:/usr/local/bin:/usr/bin:/bin"
+_TOP = ("bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr")
+_ETC = (
+    "alternatives",
+    "ca-certificates",
+    "ssl/certs",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "mime.types",
+    "nsswitch.conf",
+    "python3",
+    "python3.11",
+)
+ALWAYS = (
+    "CPU share: there is no cgroup, so a command may use every core",
+    "memory: RLIMIT_AS caps each process's address space, not the sandbox's resident total",
+    "processes: RLIMIT_NPROC counts every process of the sandbox's uid on the host",
+    "runtime: an alternative container runtime (e.g. runsc) is not used",
+)
+_NAMESPACES = (
+    "--unshare-ipc",
+    "--unshare-pid",
+    "--unshare-net",
+    "--unshare-uts",
+    "--unshare-cgroup-try",
+)
+_SETPRIV_CAPS = tuple(
+    arg
+    for cap in ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP", "CAP_DAC_READ_SEARCH")
+    for arg in ("--cap-add", cap)
+)  # kept by bwrap only until setpriv drops them all (the last one: to chdir into 0700)
+HOST_ROOT = "root file system: the host's /usr and a few /etc files are visible (read-only)"
+
+
+class LocalSandbox(Sandbox):
+    """A job's commands, each run by `bwrap` with no network and only the workspace writable."""
+
+    backend_name = "local"
+
+    def __init__(self, backend: LocalBackend, job_id: str, workspace: Path, limits: Limits) -> None:
+        super().__init__(job_id, workspace, limits)
+        self.backend = backend
+        self._fds: dict[str, int] = {}
+        self._procs: set[subprocess.Popen[bytes]] = set()
+        self._lock = threading.Lock()
+        self._watchdog = threading.Timer(limits.job_timeout, self.stop)
+        self._watchdog.daemon = True
+        self._watchdog.start()
+
+    def bwrap_args(self, args: list[str], env: dict[str, str], workdir: str) -> list[str]:
+        """The bubblewrap command line for one command (fds from `open_fds`)."""
+        b, fds, lim = self.backend, self._fds, self.limits
+        cmd = [b.bwrap, "--die-with-parent", "--new-session", "--hostname", "sandbox"]
+        if os.geteuid() == 0:
+            # No user namespace: the command must be the real uid, so RLIMIT_NPROC holds.
+            # bwrap keeps just enough to let setpriv drop to that uid and every capability.
+            cmd += [*_NAMESPACES, "--cap-drop", "ALL", *_SETPRIV_CAPS]
+            prefix = ["setpriv", f"--reuid={lim.uid}", f"--regid={lim.gid}", "--clear-groups"]
+            prefix += ["--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+        else:
+            cmd += ["--unshare-all", "--cap-drop", "ALL", "--uid", str(lim.uid)]
+            cmd += ["--gid", str(lim.gid)]
+            prefix = []
+        cmd += ["--clearenv"]
+        if b.rootfs is not None:
+            cmd += ["--ro-bind", str(b.rootfs), "/"]
+        else:
+            for top in _TOP:
+                host = Path("/") / top
+                if host.is_symlink():
+                    cmd += ["--symlink", os.readlink(host), str(host)]
+                elif host.is_dir():
+                    cmd += ["--ro-bind", str(host), str(host)]
+            cmd += ["--perms", "0755", "--dir", "/etc", "--perms", "0755", "--dir", "/etc/ssl"]
+            for name in _ETC:
+                cmd += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+        for name in ("passwd", "group", "hostname"):
+            cmd += ["--perms", "0644", "--ro-bind-data", str(fds[name]), f"/etc/{name}"]
+        cmd += ["--proc", "/proc", "--dev", "/dev"]
+        cmd += ["--size", str(lim.tmp_mb * 1024 * 1024), "--perms", "1777", "--tmpfs", TMP]
+        cmd += ["--bind", str(self.workspace), WORKDIR, "--remount-ro", "/", "--chdir", workdir]
+        for key, value in {"PATH": PATH, **env}.items():
+            cmd += ["--setenv", key, value]
+        return [*cmd, "--", *prefix, *args]
+
+    def open_fds(self) -> dict[str, int]:
+        """The sandbox's own /etc/passwd, group and hostname, as pipes bwrap reads."""
+        lim = self.limits
+        fds: dict[str, int] = {}
+        files = {
+            "passwd": f"root:x:0:0::/root:/bin/sh\nsandbox:x:{lim.uid}:{lim.gid}::/tmp:/bin/sh\n"
+            "nobody:x:65534:65534::/nonexistent:/usr/sbin/nologin\n",
+            "group": f"root:x:0:\nsandbox:x:{lim.gid}:\nnogroup:x:65534:\n",
+            "hostname": "sandbox\n",
+        }
+        for name, text in files.items():
+            read, write = os.pipe()
+            os.write(write, text.encode())
+            os.close(write)
+            fds[name] = read
+        return fds
+
+    def _limit(self) -> None:  # runs in the child, before exec
+        lim = self.limits
+        resource.setrlimit(resource.RLIMIT_NPROC, (lim.pids, lim.pids))
+        memory = lim.memory_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+    def _spawn(self, args: list[str], env: dict[str, str], workdir: str) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            self.bwrap_args(args, env, workdir),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=self._limit,  # only setrlimit calls
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+            pass_fds=tuple(self._fds.values()),
+        )
+
+    def _exec(
+        self, args: list[str], timeout: float, env: dict[str, str], workdir: str
+    ) -> ExecResult:
+        begun = time.monotonic()
+        out, err = TailBuffer(self.limits.output_bytes), TailBuffer(self.limits.output_bytes)
+        with self._lock:
+            if self.stopped:
+                raise SandboxError(f"sandbox for job {self.job_id} is stopped")
+            self._fds = self.open_fds()
+            try:
+                proc = self._spawn(args, env, workdir)
+            finally:
+                for fd in self._fds.values():
+                    os.close(fd)
+            self._procs.add(proc)
+        readers = [
+            threading.Thread(target=buf.drain, args=(stream,), daemon=True)
+            for buf, stream in ((out, proc.stdout), (err, proc.stderr))
+        ]
+        for reader in readers:
+            reader.start()
+        timed_out = False
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill(proc)
+            proc.wait()
+        for reader in readers:
+            reader.join(10)
+        with self._lock:
+            self._procs.discard(proc)
+            timed_out = timed_out or self.stopped  # killed at the job's deadline
+        if timed_out:
+            err.add(f"\nonloop: command timed out after {timeout:g}s\n".encode())
+        code = -1 if timed_out else proc.returncode
+        if code < 0 and not timed_out:
+            code = 128 - code  # killed by a signal: report it the way a shell does
+        return ExecResult(
+            exit_code=code,
+            stdout=out.text(),
+            stderr=err.text(),
+            timed_out=timed_out,
+            duration=time.monotonic() - begun,
+            truncated=out.truncated or err.truncated,
+        )
+
+    def stop(self) -> None:
+        """Kill every command still running; nothing else outlives the sandbox."""
+        with self._lock:
+            if self.stopped:
+                return
+            self.stopped = True
+            procs = list(self._procs)
+        self._watchdog.cancel()
+        for proc in procs:
+            _kill(proc)
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+class LocalBackend(SandboxBackend):
+    """Sandboxes on bubblewrap. `rootfs`: an unpacked image to use as the read-only root;
+    without it the host's own /usr is used, and that is listed in `limitations`."""
+
+    name = "local"
+
+    def __init__(self, rootfs: Path | None = None, *, bwrap: str | None = None) -> None:
+        found = bwrap or shutil.which("bwrap")
+        if not found:
+            raise SandboxError("the local sandbox needs bubblewrap: apt-get install bubblewrap")
+        self.bwrap = found
+        self.rootfs = rootfs
+        self.limitations = ALWAYS if rootfs is not None else (*ALWAYS, HOST_ROOT)
+        self.warn_limitations()
+
+    def start(
+        self,
+        job_id: str,
+        image: str,
+        workspace: Path,
+        limits: Limits | None = None,
+        *,
+        writable_root: bool = False,
+    ) -> LocalSandbox:
+        """A sandbox for `job_id`; `image` is used only when it names an unpacked root."""
+        limits = limits or Limits()
+        if limits.uid == 0:
+            raise SandboxError("sandbox commands never run as root")
+        if writable_root:
+            raise SandboxError("the local sandbox cannot make warm snapshots")
+        workspace = workspace.resolve()
+        if not workspace.is_dir():
+            raise SandboxError(f"workspace {workspace} is not a directory")
+        if image and Path(image).is_dir() and self.rootfs is None:
+            return LocalBackend(Path(image), bwrap=self.bwrap).start(job_id, "", workspace, limits)
+        if os.geteuid() == 0:
+            chown_tree(workspace, limits.uid, limits.gid)
+        return LocalSandbox(self, job_id, workspace, limits)

@@ -1,0 +1,100 @@
+"""The reaper: removes every onloop container whose job is no longer running."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import docker
+import docker.errors
+
+from tasks.sandbox.docker_backend import (
+    HOST_LABEL,
+    JOB_LABEL,
+    POOL_LABEL,
+    remove_container,
+)
+
+log = logging.getLogger(__name__)
+
+IsRunning = Callable[[str], bool]
+
+
+def process_token(pid: int | None = None) -> str:
+    """`host:pid:start-time` for a process, so a reused pid is not taken for the old one."""
+    pid = pid or os.getpid()
+    return f"{socket.gethostname()}:{pid}:{process_start_time(pid)}"
+
+
+def process_start_time(pid: int) -> str:
+    """A process's start time in clock ticks since boot, or '' if it does not exist."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def owner_alive(owner: str, *, max_age: float, age: float) -> bool:
+    """Whether the worker process that started an idle pool container still lives."""
+    host, _, rest = owner.partition(":")
+    pid_text, _, started = rest.partition(":")
+    if host != socket.gethostname():
+        return age < max_age  # another host's pool: we cannot see its processes
+    if not pid_text.isdigit():
+        return False
+    return process_start_time(int(pid_text)) == started != ""
+
+
+def job_from_name(name: str) -> str | None:
+    """The job id in a claimed pool container's name (`onloop-job-<id>--<suffix>`)."""
+    if name.startswith("onloop-job-") and "--" in name:
+        return name[len("onloop-job-") :].rsplit("--", 1)[0]
+    return None
+
+
+def reap(
+    client: docker.DockerClient,
+    is_running: IsRunning,
+    *,
+    min_age: float = 60.0,
+    pool_max_age: float = 86400.0,
+) -> list[str]:
+    """Remove onloop's containers whose job is not running; the removed containers' names.
+
+    `is_running(job_id)` answers from the database (queued or running counts as running).
+    Containers younger than `min_age` seconds are left alone, so a job that is starting is
+    never raced. Idle pool containers go when the worker process that made them is gone.
+    """
+    removed: list[str] = []
+    now = time.time()
+    for info in client.api.containers(all=True, filters={"label": JOB_LABEL}):
+        labels: dict[str, str] = info.get("Labels") or {}
+        name = (info.get("Names") or ["/?"])[0].lstrip("/")
+        age = now - float(info.get("Created", now))
+        job = labels.get(JOB_LABEL) or job_from_name(name)
+        if job:
+            if age < min_age:
+                continue
+            try:
+                keep = is_running(job)
+            except Exception:
+                log.warning("reaper: cannot tell whether job %s runs; keeping %s", job, name)
+                continue
+        elif labels.get(POOL_LABEL):
+            keep = owner_alive(labels[POOL_LABEL], max_age=pool_max_age, age=age)
+        else:
+            keep = False
+        if keep:
+            continue
+        try:
+            if remove_container(client, info["Id"]):
+                removed.append(name)
+                log.info("reaper removed %s (job %s, host %s)", name, job, labels.get(HOST_LABEL))
+        except docker.errors.APIError:
+            log.warning("reaper could not remove %s", name, exc_info=True)
+    return removed

@@ -1,0 +1,1 @@
+"""Sandbox, repository cache and git credential tests."""

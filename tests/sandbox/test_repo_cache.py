@@ -1,0 +1,145 @@
+"""The repository cache: one mirror per repository, fetched rarely, locked, cloned locally."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tasks.git_auth import git
+from tasks.repo_cache import RepoCache, RepoCacheError
+from tests.sandbox.git_server import GitServer, make_repo
+
+
+def fetches(server: GitServer) -> int:
+    return sum(1 for method, path, ok in server.requests if ok and path.endswith("/info/refs"))
+
+
+def push_commit(bare: Path, name: str, text: str) -> str:
+    work = bare.with_name("tmp-work")
+    subprocess.run(["git", "clone", "-q", str(bare), str(work)], check=True)
+    (work / name).write_text(text)
+    ident = ["-c", "user.name=T", "-c", "user.email=t@e"]
+    subprocess.run(["git", "-C", str(work), "add", "-A"], check=True)
+    subprocess.run(["git", *ident, "-C", str(work), "commit", "-qm", name], check=True)
+    subprocess.run(["git", "-C", str(work), "push", "-q", "origin", "main"], check=True)
+    sha = subprocess.run(
+        ["git", "-C", str(work), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    subprocess.run(["rm", "-rf", str(work)], check=True)
+    return sha
+
+
+def test_mirror_is_fetched_only_when_the_commit_is_missing(
+    git_server: GitServer, tmp_path: Path, token: str
+) -> None:
+    bare = git_server.root / "o" / "r.git"
+    first = make_repo(bare, {"a.txt": "1\n"})
+    cache = RepoCache(tmp_path / "cache")
+    url = git_server.url("o/r")
+    mirror = cache.ensure("o/r", url, token, sha=first)
+    assert (mirror / "HEAD").exists() and fetches(git_server) == 1
+    cache.ensure("o/r", url, token, sha=first)
+    assert fetches(git_server) == 1  # warm: nothing fetched
+    second = push_commit(bare, "b.txt", "2\n")
+    cache.ensure("o/r", url, token, sha=second)
+    assert fetches(git_server) == 2 and cache.has("o/r", second)
+    assert token not in (mirror / "config").read_text()
+    with pytest.raises(RepoCacheError):
+        cache.ensure("o/r", url, token, sha="0" * 40)
+
+
+def test_checkout_is_local_complete_and_without_credentials(
+    git_server: GitServer, tmp_path: Path, token: str
+) -> None:
+    sha = make_repo(git_server.root / "o" / "r.git", {"src/m.py": "x = 1\n"})
+    cache = RepoCache(tmp_path / "cache")
+    cache.ensure("o/r", git_server.url("o/r"), token, sha=sha)
+    before = len(git_server.requests)
+    ws = tmp_path / "ws"
+    got = cache.checkout("o/r", sha, ws, branch="onloop/issue-1", origin_url=git_server.url("o/r"))
+    assert got == sha and len(git_server.requests) == before  # nothing from the server
+    assert (ws / "src" / "m.py").read_text() == "x = 1\n"
+    assert not (ws / ".git" / "objects" / "info" / "alternates").exists()
+    config = (ws / ".git" / "config").read_text()
+    assert token not in config and "@" not in config and str(cache.root) not in config
+    head = git(["rev-parse", "--abbrev-ref", "HEAD"], ws).stdout.strip()
+    assert head == "onloop/issue-1"
+    packs = list((ws / ".git" / "objects" / "pack").glob("*.pack"))
+    if os.geteuid() == 0 and packs:
+        assert all(p.stat().st_nlink > 1 for p in packs)  # shared with the mirror
+    copy = tmp_path / "ws2"
+    cache.checkout("o/r", sha, copy, hardlink=False)
+    assert all(
+        p.stat().st_nlink == 1 for p in (copy / ".git" / "objects").rglob("*") if p.is_file()
+    )
+    with pytest.raises(RepoCacheError):
+        cache.checkout("o/r", sha, ws)  # not empty
+
+
+def _ensure_many(root: str, url: str, token: str, n: int) -> None:
+    cache = RepoCache(Path(root))
+    for _ in range(n):
+        cache.ensure("o/r", url, token)
+
+
+def test_concurrent_jobs_do_not_corrupt_the_mirror(
+    git_server: GitServer, tmp_path: Path, token: str
+) -> None:
+    bare = git_server.root / "o" / "r.git"
+    make_repo(bare, {"a": "0"})
+    for i in range(3):
+        push_commit(bare, f"f{i}", str(i))
+    ctx = multiprocessing.get_context("fork")
+    procs = [
+        ctx.Process(
+            target=_ensure_many, args=(str(tmp_path / "c"), git_server.url("o/r"), token, 3)
+        )
+        for _ in range(4)
+    ]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0, 0, 0, 0]
+    mirror = RepoCache(tmp_path / "c").mirror_path("o/r")
+    git(["fsck", "--strict", "--no-progress"], mirror)
+
+
+def test_the_lock_excludes_and_times_out(tmp_path: Path) -> None:
+    holder = RepoCache(tmp_path / "c")
+    waiter = RepoCache(tmp_path / "c", lock_timeout=0.3)
+    with holder.lock("o/r"):
+        with pytest.raises(RepoCacheError):
+            with waiter.lock("o/r"):
+                pass
+        with waiter.lock("o/other"):
+            pass  # other repositories are not held up
+    with waiter.lock("o/r"):
+        pass
+
+
+def test_dependency_files_are_read_from_the_mirror(
+    git_server: GitServer, tmp_path: Path, token: str
+) -> None:
+    files = {
+        "pyproject.toml": "[project]\nname='x'\n",
+        "requirements-dev.txt": "pytest\n",
+        "requirements/base.txt": "click\n",
+        "src/x.py": "",
+    }
+    sha = make_repo(git_server.root / "o" / "r.git", files)
+    cache = RepoCache(tmp_path / "cache")
+    cache.ensure("o/r", git_server.url("o/r"), token, sha=sha)
+    from tasks.sandbox.snapshots import DEPENDENCY_FILES
+
+    found = cache.dependency_blobs("o/r", sha, DEPENDENCY_FILES)
+    assert [p for p, _ in found] == [
+        "pyproject.toml",
+        "requirements-dev.txt",
+        "requirements/base.txt",
+    ]
+    assert all(len(blob) == 40 for _, blob in found)
