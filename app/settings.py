@@ -42,6 +42,9 @@ class Settings(BaseSettings):
     sandbox_backend: Literal["docker", "local"] = "docker"
     sandbox_image: str = "onloop-sandbox:latest"
     sandbox_runtime: str | None = None
+    sandbox_pool_size: int = Field(default=1, ge=0)  # warm blank containers kept ready
+    snapshot_max_bytes: int = 20 * 2**30  # dependency snapshots kept, least recently used out
+    reap_interval: int = Field(default=300, ge=10)  # seconds between sandbox reaper sweeps
     work_dir: Path = Path("var/work")  # mirrors and job workspaces on the worker
     authorization_wait: int = Field(default=24 * 3600, ge=60)  # seconds a job waits for OAuth
     agent: Literal["none", "openai", "command"] = "none"

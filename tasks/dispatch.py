@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from datetime import timedelta
 
 from celery import Celery
@@ -64,8 +65,12 @@ class Dispatcher:
         interval: float = 0.5,
         republish_after: timedelta = timedelta(minutes=10),
         authorization_wait: timedelta = timedelta(hours=24),
+        housekeeping: Callable[[], object] | None = None,
+        housekeeping_interval: float = 300.0,
     ) -> None:
         self.authorization_wait = authorization_wait
+        self.housekeeping, self.housekeeping_interval = housekeeping, housekeeping_interval
+        self._last_housekeeping = -housekeeping_interval  # the first sweep runs at start
         self.db, self.celery, self.interval = db, celery, interval
         self.republish_after = republish_after
         self._stop = threading.Event()
@@ -74,6 +79,12 @@ class Dispatcher:
 
     def step(self) -> int:
         now = time.monotonic()
+        if self.housekeeping and now - self._last_housekeeping >= self.housekeeping_interval:
+            self._last_housekeeping = now
+            try:
+                self.housekeeping()
+            except Exception as exc:
+                log.warning("housekeeping failed", error=f"{type(exc).__name__}: {exc}")
         if now - self._last_recovery > 5:
             self._last_recovery = now
             requeued = requeue_abandoned(self.db)

@@ -7,10 +7,10 @@ from typing import Any
 from github.Repository import Repository
 from sqlalchemy import select, update
 
-import app.github as gh
 from app.commands import Kind
 from app.models import Job, JobState, utcnow
 from app.repo_config import ALLOWED_COMMANDS
+from tasks.blueprints.common import installation_repo
 from tasks.comments import upsert_comment
 from tasks.context import JobContext, JobFailed, Runner
 from tasks.repo_settings import LoadedConfig, load_repo_config
@@ -24,12 +24,7 @@ VERB_HELP = {
 
 def repository(ctx: JobContext) -> Repository:
     """The job's repository through an installation token narrowed to it."""
-    if ctx.job.installation_id is None:
-        raise JobFailed("the delivery named no installation, so onloop cannot act on it")
-    token = gh.installation_token(
-        ctx.settings, ctx.job.installation_id, repositories=[ctx.job.repo.split("/", 1)[1]]
-    )
-    return gh.installation_client(ctx.settings, token).get_repo(ctx.job.repo)
+    return installation_repo(ctx)[1]
 
 
 def reply(ctx: JobContext, repo: Repository, body: str) -> int:

@@ -9,16 +9,20 @@ from app.settings import Settings
 from tasks.celery_app import QUEUE, create_celery
 from tasks.dispatch import Dispatcher
 from tasks.jobs import database
+from tasks.workplace import close_workplaces, reap_sandboxes
 
 
 def run_worker(settings: Settings, concurrency: int = 4, beat: bool = False) -> None:
     """Run until stopped. Threads, not forks: jobs wait on sandboxes and GitHub, not CPU."""
     celery = create_celery(settings)
+    db = database(settings)
     dispatcher = Dispatcher(
-        database(settings),
+        db,
         celery,
         interval=settings.dispatch_interval,
         authorization_wait=timedelta(seconds=settings.authorization_wait),
+        housekeeping=lambda: reap_sandboxes(settings, db),
+        housekeeping_interval=settings.reap_interval,
     )
     dispatcher.start()
     argv = [
@@ -37,3 +41,4 @@ def run_worker(settings: Settings, concurrency: int = 4, beat: bool = False) -> 
         celery.worker_main(argv)
     finally:
         dispatcher.stop()
+        close_workplaces()

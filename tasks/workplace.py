@@ -1,14 +1,23 @@
-"""The worker's sandbox backend and repository cache, made once per process from settings."""
+"""The worker's sandbox backend, mirrors, snapshots and warm pool, made once per process."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from sqlalchemy import select
+
+from app.db import Database
+from app.models import Job, JobState
 from app.settings import Settings
 from tasks.repo_cache import RepoCache
 from tasks.sandbox import Limits, SandboxBackend, get_backend
+from tasks.sandbox.pool import WarmPool
+from tasks.sandbox.snapshots import SnapshotStore
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -16,6 +25,8 @@ class Workplace:
     backend: SandboxBackend
     cache: RepoCache
     workspaces: Path
+    snapshots: SnapshotStore | None = None
+    pool: WarmPool | None = None
 
     def limits(self, timeout: float) -> Limits:
         return Limits(job_timeout=timeout, command_timeout=min(600.0, timeout))
@@ -29,11 +40,66 @@ def workplace(settings: Settings) -> Workplace:
     key = (settings.sandbox_backend, str(settings.work_dir))
     with _lock:
         if key not in _places:
-            root = Path(settings.work_dir).resolve()
-            (root / "workspaces").mkdir(parents=True, exist_ok=True)
-            _places[key] = Workplace(
-                backend=get_backend(settings.sandbox_backend, runtime=settings.sandbox_runtime),
-                cache=RepoCache(root / "mirrors"),
-                workspaces=root / "workspaces",
-            )
+            _places[key] = _make(settings)
         return _places[key]
+
+
+def _make(settings: Settings) -> Workplace:
+    root = Path(settings.work_dir).resolve()
+    (root / "workspaces").mkdir(parents=True, exist_ok=True)
+    backend = get_backend(settings.sandbox_backend, runtime=settings.sandbox_runtime)
+    place = Workplace(backend, RepoCache(root / "mirrors"), root / "workspaces")
+    from tasks.sandbox.docker_backend import DockerBackend
+
+    if isinstance(backend, DockerBackend):
+        place.snapshots = SnapshotStore(
+            backend.client, root / "snapshots", max_bytes=settings.snapshot_max_bytes
+        )
+        if settings.sandbox_pool_size > 0:
+            place.pool = WarmPool(
+                backend,
+                settings.sandbox_image,
+                root / "pool",
+                size=settings.sandbox_pool_size,
+            )
+            threading.Thread(target=_fill, args=(place.pool,), daemon=True).start()
+    return place
+
+
+def _fill(pool: WarmPool) -> None:
+    try:
+        pool.fill()
+    except Exception:
+        log.warning("could not fill the warm sandbox pool", exc_info=True)
+
+
+def close_workplaces() -> None:
+    """Remove the warm pool's idle containers (at worker shutdown)."""
+    with _lock:
+        places = list(_places.values())
+        _places.clear()
+    for place in places:
+        if place.pool is not None:
+            place.pool.close()
+
+
+def reap_sandboxes(settings: Settings, db: Database) -> list[str]:
+    """Remove sandbox containers whose job is not running (at worker start and periodically)."""
+    if settings.sandbox_backend != "docker":
+        return []
+    from tasks.sandbox.docker_backend import DockerBackend
+    from tasks.sandbox.reaper import reap
+
+    def is_running(job_id: str) -> bool:
+        if not job_id.isdigit():
+            return False
+        with db.sessions() as s:
+            state = s.scalar(select(Job.state).where(Job.id == int(job_id)))
+        return state in (JobState.QUEUED, JobState.RUNNING)
+
+    backend = workplace(settings).backend
+    assert isinstance(backend, DockerBackend)
+    removed = reap(backend.client, is_running)
+    if removed:
+        log.info("reaped sandbox containers: %s", ", ".join(removed))
+    return removed
