@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import select
 
@@ -15,8 +16,17 @@ from app.db import Database
 from app.models import Job, JobState
 from app.settings import Settings
 
+log = logging.getLogger(__name__)
 OUTPUT_TAIL = 4000
 Runner = Callable[["JobContext"], dict[str, Any]]
+
+
+class JobListener(Protocol):
+    """Told of a job's progress (status comment, check run); its failures never fail the job."""
+
+    def steps_changed(self, ctx: JobContext) -> None: ...
+
+    def finished(self, ctx: JobContext, state: str, result: dict[str, Any]) -> None: ...
 
 
 class Cancelled(Exception):
@@ -43,6 +53,8 @@ class JobContext:
     job: Job
     cancel: threading.Event = field(default_factory=threading.Event)
     steps: list[dict[str, Any]] = field(default_factory=list)
+    listeners: list[JobListener] = field(default_factory=list)
+    head_sha: str | None = None  # the commit the job works on, once known (for check runs)
 
     @property
     def command(self) -> dict[str, Any]:
@@ -70,6 +82,15 @@ class JobContext:
             row = s.get(Job, self.job.id)
             if row is not None:
                 row.steps = [dict(step) for step in self.steps]
+        self.tell("steps_changed")
+
+    def tell(self, event: str, *args: Any) -> None:
+        """Call `event` on every listener; a listener that fails is logged, not raised."""
+        for listener in self.listeners:
+            try:
+                getattr(listener, event)(self, *args)
+            except Exception:
+                log.warning("job listener failed", exc_info=True, extra={"event": event})
 
     @contextmanager
     def step(self, name: str, kind: str = "deterministic") -> Iterator[dict[str, Any]]:

@@ -15,7 +15,14 @@ from app.logs import get_logger
 from app.models import Job, JobState
 from app.settings import Settings
 from tasks.celery_app import RUN_JOB
-from tasks.context import Cancelled, JobContext, JobFailed, Runner, WaitForAuthorization
+from tasks.context import (
+    Cancelled,
+    JobContext,
+    JobFailed,
+    JobListener,
+    Runner,
+    WaitForAuthorization,
+)
 from tasks.lease import Heartbeat, claim, finish
 
 log = get_logger("onloop.jobs")
@@ -41,6 +48,13 @@ def runners() -> dict[str, Runner]:
     return {**replies.RUNNERS, "rebase_pr": run_rebase}
 
 
+def listeners(ctx: JobContext) -> list[JobListener]:
+    """What follows a job's progress: its status comment and check run (tasks.feedback)."""
+    from tasks import feedback
+
+    return feedback.listeners_for(ctx)
+
+
 def run_job(settings: Settings, job_id: int) -> str:
     """Run job `job_id` once; a job already taken or finished is left alone (idempotent)."""
     db = database(settings)
@@ -58,6 +72,8 @@ def run_job(settings: Settings, job_id: int) -> str:
     runner = runners().get(job.kind)
     with Heartbeat(db, job_id, owner, LEASE_SECONDS) as beat:
         ctx = JobContext(settings=settings, db=db, job=job, cancel=beat.lost)
+        ctx.head_sha = job.head_sha
+        ctx.listeners = listeners(ctx)
         try:
             if runner is None:
                 raise JobFailed(f"onloop has no runner for `{job.kind}` jobs")
@@ -65,6 +81,7 @@ def run_job(settings: Settings, job_id: int) -> str:
             state = JobState.SUCCEEDED
         except Cancelled:
             bound.info("job cancelled")
+            ctx.tell("finished", JobState.CANCELLED, {})
             return "cancelled"
         except WaitForAuthorization as exc:
             result, state = {"waiting": str(exc)}, JobState.WAITING_FOR_AUTHORIZATION
@@ -76,6 +93,7 @@ def run_job(settings: Settings, job_id: int) -> str:
     if not finish(db, job_id, owner, state, result):
         bound.info("job changed hands before it finished")
         return "lost"
+    ctx.tell("finished", state, result)
     bound.info("job finished", state=state)
     return state
 
