@@ -18,14 +18,18 @@ def create_app(settings: Settings, db: Database | None = None) -> Flask:
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     database = db or Database(settings.database_url)
     app.extensions[EXTENSION] = Onloop(
-        settings=settings, db=database, metrics=Metrics(database), log=get_logger("onloop.web")
+        settings=settings,
+        db=database,
+        metrics=Metrics(database, settings.redis_url),
+        log=get_logger("onloop.web"),
     )
 
-    from app import health, oauth, webhooks
+    from app import health, oauth, setup, webhooks
 
     app.register_blueprint(webhooks.bp)
     app.register_blueprint(health.bp)
     app.register_blueprint(oauth.bp)
+    setup.init_app(app, settings)  # /setup: only while no GitHub App is configured
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException) -> Response:

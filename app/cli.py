@@ -11,7 +11,9 @@ from pathlib import Path
 import click
 from pydantic import ValidationError
 
+from app.cli_admin import register as register_admin
 from app.settings import REQUIRED_FOR_SERVICE, Settings, load_settings
+from app.setup_cli import register as register_setup
 
 
 def settings_or_exit(required: tuple[str, ...] = ()) -> Settings:
@@ -183,6 +185,8 @@ def _register_optional() -> None:
 
 
 _register_optional()
+register_admin(main)  # pause, resume, audit
+register_setup(main)  # setup, beat
 
 
 if __name__ == "__main__":

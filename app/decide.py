@@ -31,6 +31,7 @@ IGNORED_AUTO_FIX_OFF = "ignored: auto_fix_ci is off for this repository"
 IGNORED_NO_MATCHING_PR = "ignored: no pull request has this head"
 IGNORED_NO_REPOSITORY = "ignored: payload names no repository"
 IGNORED_CLOSED = "ignored: issue or pull request is closed"
+IGNORED_OWN_CHECKS = "ignored: onloop's own check suite"
 
 IGNORED = frozenset(v for k, v in dict(globals()).items() if k.startswith("IGNORED_"))
 
@@ -196,9 +197,20 @@ def _authorization_revoked(event: Event, config: RepoConfig) -> Action | str:
 _ANY_SENDER = {"installation", "installation_repositories", "github_app_authorization"}
 
 
-def explain(event: Event, config: RepoConfig) -> Action | str:
-    """Like `decide`, but says why an event was ignored (one of the IGNORED_* constants)."""
+def _own_suite(event: Event, own_app_id: int | None) -> bool:
+    # Apps with checks:write get every check suite, their own too
+    # (https://docs.github.com/en/webhooks/webhook-events-and-payloads#check_suite): a failed
+    # `onloop/*` check run must not start a CI fix of itself.
+    app = (event.data.get("check_suite") or {}).get("app") or {}
+    return own_app_id is not None and app.get("id") == own_app_id
+
+
+def explain(event: Event, config: RepoConfig, own_app_id: int | None = None) -> Action | str:
+    """Like `decide`, but says why an event was ignored (one of the IGNORED_* constants).
+    `own_app_id` is onloop's App id, whose own check suites are ignored."""
     handler = router.handler_for(event)
+    if event.name == "check_suite" and _own_suite(event, own_app_id):
+        return IGNORED_OWN_CHECKS
     if handler is None:
         return IGNORED_UNROUTED
     if event.name not in _ANY_SENDER:
@@ -209,7 +221,7 @@ def explain(event: Event, config: RepoConfig) -> Action | str:
     return handler(event, config)
 
 
-def decide(event: Event, config: RepoConfig) -> Action | None:
+def decide(event: Event, config: RepoConfig, own_app_id: int | None = None) -> Action | None:
     """The command an event asks for, or None when it is ignored. Pure: no I/O."""
-    result = explain(event, config)
+    result = explain(event, config, own_app_id)
     return None if isinstance(result, str) else result

@@ -116,6 +116,17 @@ def _github(s: Settings) -> Check:
     return Check("github app", True, f"JWT accepted, App {slug}")
 
 
+def _agent(s: Settings) -> Check:
+    from tasks.agent.base import config_problems
+
+    problems = config_problems(s)
+    if problems:
+        return Check("agent", False, "; ".join(problems), "set it in .env (README, Settings)")
+    if s.agent == "openai":
+        return Check("agent", True, f"openai: model {s.agent_model} at {s.agent_base_url}")
+    return Check("agent", True, s.agent if s.agent == "command" else "none (no LLM steps)")
+
+
 CHECKS: list[Callable[[Settings], Check]] = [
     _settings,
     _webhook_secret,
@@ -123,6 +134,7 @@ CHECKS: list[Callable[[Settings], Check]] = [
     _redis,
     _docker,
     _github,
+    _agent,
 ]
 
 

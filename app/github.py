@@ -6,6 +6,7 @@ Authorization header: never in URLs, logs, reprs or exception messages made here
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 import time
@@ -17,9 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import jwt
-from github import Auth, Github, GithubIntegration, GithubRetry
+from github import Auth, Github, GithubIntegration
 
+from app.github_http import RateLimitRetry, Who, instrument, serializer_for
 from app.settings import Settings
+from app.telemetry import telemetry
 
 GIT_USERNAME = "x-access-token"  # git over HTTPS: this user, the token as password
 USER_AGENT = "onloop"
@@ -87,6 +90,8 @@ class InstallationToken(_Token):
 class UserToken(_Token):
     """A `ghu_` user-to-server token acting as the person who authorised onloop."""
 
+    login: str | None = field(default=None, kw_only=True)  # whose token: audit, write lock
+
 
 def _settings_value(value: Any, name: str) -> Any:
     if value in (None, ""):
@@ -115,14 +120,17 @@ def app_integration(settings: Settings) -> GithubIntegration:
         jwt_issued_at=-JWT_BACKDATE,
     )
     between, writes = _pacing(settings)
-    return GithubIntegration(
+    gi = GithubIntegration(
         auth=auth,
         base_url=settings.github_api_url,
         user_agent=USER_AGENT,
-        retry=GithubRetry(),
+        retry=RateLimitRetry(),
         seconds_between_requests=between,
         seconds_between_writes=writes,
     )
+    who = Who("app", f"app:{settings.app_id}", f"app:{settings.app_id}")
+    instrument(gi.requester, who, serializer_for(settings.redis_url), telemetry(settings.redis_url))
+    return gi
 
 
 def _parse_time(value: str) -> datetime:
@@ -158,30 +166,47 @@ def installation_token(
     )
 
 
-def _client(settings: Settings, secret: str) -> Github:
+def _client(settings: Settings, secret: str, who: Who) -> Github:
+    """PyGithub with onloop's retry (Retry-After, x-ratelimit-reset) and its writes
+    serialised per `who.lock_key` and reported to observers (app.github_http)."""
     between, writes = _pacing(settings)
-    return Github(
+    client = Github(
         auth=Auth.Token(secret),
         base_url=settings.github_api_url,
         user_agent=USER_AGENT,
         per_page=100,
+        retry=RateLimitRetry(),
         seconds_between_requests=between,
         seconds_between_writes=writes,
     )
+    instrument(
+        client.requester, who, serializer_for(settings.redis_url), telemetry(settings.redis_url)
+    )
+    return client
 
 
 def installation_client(settings: Settings, token: InstallationToken) -> Github:
     """PyGithub acting as the installation (comments from `<slug>[bot]`)."""
     if not isinstance(token, InstallationToken):
         raise TypeError("installation_client needs an InstallationToken")
-    return _client(settings, token.secret())
+    bot = settings.bot_login or "installation"
+    return _client(settings, token.secret(), installation_who(bot, token.installation_id))
+
+
+def installation_who(bot_login: str, installation_id: int) -> Who:
+    return Who("installation", bot_login, f"installation:{int(installation_id)}")
 
 
 def user_client(settings: Settings, token: UserToken) -> Github:
     """PyGithub acting as the user who triggered the work (their PRs, pushes, reviews)."""
     if not isinstance(token, UserToken):
         raise TypeError("user_client needs a UserToken")
-    return _client(settings, token.secret())
+    if token.login:
+        who = Who("user", token.login, f"user:{token.login.lower()}")
+    else:  # serialise per token without keeping it: a short digest names the lock
+        digest = hashlib.sha256(token.secret().encode()).hexdigest()[:16]
+        who = Who("user", "unknown-user", f"user-token:{digest}")
+    return _client(settings, token.secret(), who)
 
 
 def _next_cursor(headers: Mapping[str, Any]) -> str | None:

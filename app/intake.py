@@ -83,17 +83,22 @@ def cached_config(sql: Sql, cur: Any, repo: str | None, default_label: str) -> R
     return _parsed_config(text, default_label)
 
 
-def record(db: Database, event: Event, default_label: str) -> IntakeResult:
+def record(
+    db: Database, event: Event, default_label: str, own_app_id: int | None = None
+) -> IntakeResult:
     """Decide and record in one transaction, committed before this returns (group commit:
     concurrent requests share a transaction); the same GUID twice is one delivery."""
     try:
-        return db.group_commit.run(partial(_record, db.sql, event, default_label))
+        return db.group_commit.run(partial(_record, db.sql, event, default_label, own_app_id))
     except db.engine.dialect.loaded_dbapi.IntegrityError:
         return IntakeResult(200, DUPLICATE)
 
 
-def _record(sql: Sql, event: Event, default_label: str, cur: Any) -> IntakeResult:
-    decision: Action | str = explain(event, cached_config(sql, cur, event.repo, default_label))
+def _record(
+    sql: Sql, event: Event, default_label: str, own_app_id: int | None, cur: Any
+) -> IntakeResult:
+    config = cached_config(sql, cur, event.repo, default_label)
+    decision: Action | str = explain(event, config, own_app_id)
     if isinstance(decision, str):
         outcome = decision
     elif isinstance(decision, Command):

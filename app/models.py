@@ -1,4 +1,4 @@
-"""The tables: deliveries, installations, jobs, the outbox, repository configs and users."""
+"""The tables: deliveries, installations, jobs, the outbox, repo configs, users, pauses, audit."""
 
 from __future__ import annotations
 
@@ -137,3 +137,32 @@ class UserAccount(Base):
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), default=utcnow, onupdate=utcnow
     )
+
+
+class Pause(Base):
+    """The kill switch: while a row exists, onloop starts no work for the repo or installation."""
+
+    __tablename__ = "pauses"
+
+    scope: Mapped[str] = mapped_column(String(20), primary_key=True)  # "repo" | "installation"
+    target: Mapped[str] = mapped_column(String(200), primary_key=True)  # owner/name, or the id
+    reason: Mapped[str | None] = mapped_column(Text)
+    paused_by: Mapped[str | None] = mapped_column(String(100))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class AuditEntry(Base):
+    """One decision or action, appended and never changed (the migration forbids it)."""
+
+    __tablename__ = "audit_log"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+    job_id: Mapped[int | None] = mapped_column(Integer, index=True)
+    delivery_guid: Mapped[str | None] = mapped_column(String(64))
+    repo: Mapped[str | None] = mapped_column(String(200), index=True)
+    actor: Mapped[str | None] = mapped_column(String(100))
+    action: Mapped[str] = mapped_column(String(64))
+    detail: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    token_kind: Mapped[str | None] = mapped_column(String(20))
+    identity: Mapped[str | None] = mapped_column(String(100))

@@ -6,11 +6,13 @@ import secrets
 from html import escape
 from urllib.parse import urlencode
 
+import requests
 from flask import Blueprint, Response, current_app, redirect, request
-from sqlalchemy import or_, select, update
+from sqlalchemy import and_, or_, select, update
 from werkzeug.wrappers import Response as BaseResponse
 
 from app.crypto import StateSigner, TokenBox
+from app.db import Database
 from app.models import Job, JobState, Outbox
 from app.state import Onloop, onloop
 from app.user_tokens import OAuthError, exchange_code, fetch_user, store
@@ -38,11 +40,18 @@ def _redirect_uri(state: Onloop) -> str:
     return state.settings.public_url.rstrip("/") + "/oauth/callback"
 
 
+def _configured(state: Onloop) -> bool:
+    return bool(state.settings.client_id) and state.settings.secret_key is not None
+
+
+NOT_CONFIGURED = "This onloop has no GitHub OAuth client configured."
+
+
 @bp.get("/oauth/login")
 def login() -> BaseResponse:
     state = onloop(current_app)
-    if not state.settings.client_id or state.settings.secret_key is None:
-        return _page(503, "Not configured", "This onloop has no GitHub OAuth client configured.")
+    if not _configured(state):
+        return _page(503, "Not configured", NOT_CONFIGURED)
     nonce = secrets.token_urlsafe(16)
     signed = _signer(state).sign({"n": nonce})
     query = urlencode(
@@ -70,6 +79,8 @@ def login() -> BaseResponse:
 @bp.get("/oauth/callback")
 def callback() -> Response:
     state = onloop(current_app)
+    if not _configured(state):
+        return _page(503, "Not configured", NOT_CONFIGURED)
     again = "<a href='/oauth/login'>Start again</a>."
     data = _signer(state).verify(request.args.get("state", ""))
     if data is None:
@@ -85,6 +96,9 @@ def callback() -> Response:
         user_id, login = fetch_user(state.settings, pair.access_token)
     except OAuthError as exc:
         return _page(400, "GitHub refused the sign-in", f"({escape(exc.code)}). {again}")
+    except requests.RequestException as exc:
+        state.log.warning("oauth exchange failed", error=type(exc).__name__)
+        return _page(502, "GitHub could not be reached", f"Nothing was stored. {again}")
     assert state.settings.secret_key is not None
     store(state.db, TokenBox(state.settings.secret_key.get_secret_value()), user_id, login, pair)
     resumed = resume_jobs(state, user_id, login)
@@ -102,16 +116,29 @@ def callback() -> Response:
 
 def resume_jobs(state: Onloop, user_id: int, login: str) -> list[int]:
     """Jobs waiting for this person's authorisation go back to the queue."""
-    with state.db.write_lock(), state.db.session() as s:
+    return resume_waiting(state.db, user_id, login)
+
+
+def resume_waiting(db: Database, user_id: int, login: str) -> list[int]:
+    """Jobs waiting for this person's authorisation go back to the queue: theirs by id, or
+    by login for a job that knows no id (a login can change hands, an id cannot)."""
+    person = or_(
+        Job.requested_by_id == user_id,
+        and_(Job.requested_by_id.is_(None), Job.requested_by == login),
+    )
+    with db.write_lock(), db.session() as s:
         ids = list(
             s.scalars(
-                select(Job.id).where(
-                    Job.state == JobState.WAITING_FOR_AUTHORIZATION,
-                    or_(Job.requested_by_id == user_id, Job.requested_by == login),
-                )
+                select(Job.id)
+                .where(Job.state == JobState.WAITING_FOR_AUTHORIZATION, person)
+                .with_for_update()
             )
         )
         if ids:
-            s.execute(update(Job).where(Job.id.in_(ids)).values(state=JobState.QUEUED))
+            s.execute(
+                update(Job)
+                .where(Job.id.in_(ids), Job.state == JobState.WAITING_FOR_AUTHORIZATION)
+                .values(state=JobState.QUEUED)
+            )
             s.add_all(Outbox(job_id=i) for i in ids)
         return ids

@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from app.egress_config import EgressEntry, check_entry
 
 Permission = Literal["read", "triage", "write", "maintain", "admin"]
 PERMISSION_RANK: dict[str, int] = {"read": 0, "triage": 1, "write": 2, "maintain": 3, "admin": 4}
@@ -25,6 +27,14 @@ class SandboxConfig(_Section):
     image: str | None = None
     setup: str | None = None
     timeout: int = Field(default=900, ge=10, le=6 * 3600)
+    # Registries setup may reach (names or URLs); None: the organisation's list. It can only
+    # narrow that list (app.egress_config.narrow_egress).
+    egress: list[EgressEntry] | None = None
+
+    @field_validator("egress")
+    @classmethod
+    def _egress(cls, value: list[EgressEntry] | None) -> list[EgressEntry] | None:
+        return None if value is None else [check_entry(e) for e in value]
 
 
 class ChecksConfig(_Section):
@@ -39,6 +49,11 @@ class PathsConfig(_Section):
 class LimitsConfig(_Section):
     max_files: int = Field(default=20, ge=1)
     max_changed_lines: int = Field(default=500, ge=1)
+    max_file_bytes: int = Field(default=1024 * 1024, ge=1)  # any one added or changed file
+
+
+class ReviewConfig(_Section):
+    request_changes: bool = False  # `/agent review` may request changes (never approves)
 
 
 class RepoConfig(_Section):
@@ -53,6 +68,7 @@ class RepoConfig(_Section):
     checks: ChecksConfig = Field(default_factory=ChecksConfig)
     paths: PathsConfig = Field(default_factory=PathsConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    review: ReviewConfig = Field(default_factory=ReviewConfig)
 
     def allows(self, verb: str) -> bool:
         return verb not in ALLOWED_COMMANDS or verb in self.commands

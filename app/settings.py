@@ -45,18 +45,35 @@ class Settings(BaseSettings):
     sandbox_pool_size: int = Field(default=1, ge=0)  # warm blank containers kept ready
     snapshot_max_bytes: int = 20 * 2**30  # dependency snapshots kept, least recently used out
     reap_interval: int = Field(default=300, ge=10)  # seconds between sandbox reaper sweeps
+    egress_credentials_file: Path | None = None  # YAML: private index URL -> credentials
     work_dir: Path = Path("var/work")  # mirrors and job workspaces on the worker
     authorization_wait: int = Field(default=24 * 3600, ge=60)  # seconds a job waits for OAuth
     agent: Literal["none", "openai", "command"] = "none"
+    # The agent harness (tasks/agent): an OpenAI-compatible endpoint, or a command line.
+    agent_base_url: str = "https://api.openai.com/v1"
+    agent_model: str = "gpt-4o-mini"
+    agent_api_key: SecretStr | None = None
+    agent_command: str | None = None
+    agent_max_steps: int = Field(default=30, ge=1)  # model turns per agentic step
+    agent_wall_seconds: int = Field(default=900, ge=10)
+    agent_max_tokens: int = Field(default=200_000, ge=1000)
 
     # Not in the design's table, but named the same way.
     fix_label: str = "agent:fix"
     max_body_bytes: int = 25 * 1024 * 1024
     job_time_limit: int = Field(default=3600, ge=60)
     dispatch_interval: float = 1.0
+    # Seconds between edits of one status comment or check run (the last edit is never held).
+    feedback_interval: float = Field(default=1.0, ge=0)
     redeliver_interval: int = 3600
     # PyGithub's pacing between requests, as GitHub asks of integrations; off for the double.
     github_pacing: bool = True
+    # Governance: organisation defaults (YAML, the keys of .github/onloop.yml) and job caps.
+    config_file: Path | None = None
+    max_jobs_per_installation: int = Field(default=10, ge=1)
+    max_jobs_per_repo: int = Field(default=3, ge=1)
+    job_starts_per_minute: int = Field(default=60, ge=1)
+    job_start_burst: int = Field(default=10, ge=1)
     log_level: str = "INFO"
     log_json: bool = True
 

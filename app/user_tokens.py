@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 
 import requests
 from sqlalchemy import delete, select
+from sqlalchemy.exc import IntegrityError
 
 from app.crypto import TokenBox
 from app.db import Database
@@ -98,17 +99,25 @@ def fetch_user(settings: Settings, access_token: str) -> tuple[int, str]:
 
 def store(db: Database, box: TokenBox, user_id: int, login: str, pair: TokenPair) -> None:
     """Save the pair encrypted; the old pair is replaced in the same transaction."""
-    with db.write_lock(), db.session() as s:
-        row = s.get(UserAccount, user_id, with_for_update=True)
-        if row is None:
-            row = UserAccount(id=user_id, login=login)
-            s.add(row)
-        row.login = login
-        row.access_token = box.seal(pair.access_token)
-        row.access_expires_at = pair.access_expires_at
-        row.refresh_token = box.seal(pair.refresh_token) if pair.refresh_token else None
-        row.refresh_expires_at = pair.refresh_expires_at
-        row.authorized_at = utcnow()
+    for attempt in range(2):  # two first sign-ins of one person at once: one insert loses
+        try:
+            with db.write_lock(), db.session() as s:
+                # A login belongs to one account at a time: a row left by someone who
+                # renamed themselves would otherwise answer for the new owner of the name.
+                s.execute(
+                    delete(UserAccount).where(UserAccount.login == login, UserAccount.id != user_id)
+                )
+                row = s.get(UserAccount, user_id, with_for_update=True)
+                if row is None:
+                    row = UserAccount(id=user_id, login=login)
+                    s.add(row)
+                row.login = login
+                _seal(box, row, pair)
+                row.authorized_at = utcnow()
+            return
+        except IntegrityError:
+            if attempt:
+                raise
 
 
 def forget(db: Database, user_id: int) -> bool:
@@ -117,36 +126,53 @@ def forget(db: Database, user_id: int) -> bool:
         return bool(s.execute(delete(UserAccount).where(UserAccount.id == user_id)).rowcount)  # type: ignore[attr-defined]
 
 
-def access_token(db: Database, settings: Settings, user_id: int) -> tuple[str, datetime | None]:
-    """A usable access token for `user_id`, refreshed first when it is about to expire.
+def access_token(
+    db: Database,
+    settings: Settings,
+    user_id: int,
+    *,
+    margin: timedelta = REFRESH_MARGIN,
+    rejected: str | None = None,
+) -> tuple[str, datetime | None]:
+    """A usable access token for `user_id`, refreshed first when it expires within `margin`.
 
-    Using a refresh token invalidates the old pair, so the refresh happens under the row's
-    lock and re-reads the row: a second worker finds the new pair and does not refresh again.
+    `rejected` is a token GitHub has just refused (401): unless another worker has replaced
+    it already, it is refreshed now whatever its expiry says. Using a refresh token
+    invalidates the old pair, so the refresh happens under the row's lock and re-reads the
+    row: a second worker finds the new pair and does not refresh again. When GitHub refuses
+    the refresh token (revoked, expired), the person's tokens are forgotten.
     """
     box = TokenBox(_secret_key(settings))
     row = _row(db, user_id)
     if row is None or row.access_token is None:
-        raise NotAuthorized(f"user {user_id} has not authorised onloop")
-    if not _needs_refresh(row):
+        raise NotAuthorized("you have not authorised it yet")
+    if rejected is None and not _needs_refresh(row, margin):
         return _open(box, row.access_token), aware(row.access_expires_at)
+    refused: str | None = None
     with db.write_lock(), db.session() as s:
         locked = s.get(UserAccount, user_id, with_for_update=True, populate_existing=True)
         if locked is None or locked.access_token is None:
-            raise NotAuthorized(f"user {user_id} has not authorised onloop")
-        if not _needs_refresh(locked):
-            return _open(box, locked.access_token), aware(locked.access_expires_at)
+            raise NotAuthorized("you have not authorised it yet")
+        current = _open(box, locked.access_token)
+        stale = current == rejected if rejected is not None else _needs_refresh(locked, margin)
+        if not stale:
+            return current, aware(locked.access_expires_at)
         refresh_expiry = aware(locked.refresh_expires_at)
         if locked.refresh_token is None or (refresh_expiry and refresh_expiry <= utcnow()):
-            raise NotAuthorized(f"the authorisation of user {user_id} has expired")
-        try:
-            pair = refresh_pair(settings, _open(box, locked.refresh_token))
-        except OAuthError as exc:
-            raise NotAuthorized(f"GitHub refused to refresh the token: {exc.code}") from None
-        locked.access_token = box.seal(pair.access_token)
-        locked.access_expires_at = pair.access_expires_at
-        locked.refresh_token = box.seal(pair.refresh_token) if pair.refresh_token else None
-        locked.refresh_expires_at = pair.refresh_expires_at
-        return pair.access_token, pair.access_expires_at
+            refused = "no refresh token" if locked.refresh_token is None else "expired"
+            s.delete(locked)
+        else:
+            try:
+                pair = refresh_pair(settings, _open(box, locked.refresh_token))
+            except OAuthError as exc:
+                if exc.code != "bad_refresh_token":
+                    raise NotAuthorized(f"GitHub refused to renew your token: {exc.code}") from None
+                refused = exc.code
+                s.delete(locked)  # GitHub no longer knows this pair: nothing left to use
+            else:
+                _seal(box, locked, pair)
+                return pair.access_token, pair.access_expires_at
+    raise NotAuthorized(f"your authorisation has ended or was revoked ({refused})")
 
 
 def find_user_id(db: Database, login: str) -> int | None:
@@ -159,19 +185,26 @@ def _row(db: Database, user_id: int) -> UserAccount | None:
         return s.get(UserAccount, user_id)
 
 
-def _needs_refresh(row: UserAccount) -> bool:
+def _needs_refresh(row: UserAccount, margin: timedelta = REFRESH_MARGIN) -> bool:
     expiry = aware(row.access_expires_at)
-    return expiry is not None and expiry - REFRESH_MARGIN <= utcnow()
+    return expiry is not None and expiry - margin <= utcnow()
+
+
+def _seal(box: TokenBox, row: UserAccount, pair: TokenPair) -> None:
+    row.access_token = box.seal(pair.access_token)
+    row.access_expires_at = pair.access_expires_at
+    row.refresh_token = box.seal(pair.refresh_token) if pair.refresh_token else None
+    row.refresh_expires_at = pair.refresh_expires_at
 
 
 def _open(box: TokenBox, sealed: str) -> str:
     value = box.open(sealed)
     if value is None:
-        raise NotAuthorized("the stored token cannot be decrypted (was ONLOOP_SECRET_KEY changed?)")
+        raise NotAuthorized("your stored token cannot be decrypted: ONLOOP_SECRET_KEY changed")
     return value
 
 
 def _secret_key(settings: Settings) -> str:
     if settings.secret_key is None:
-        raise NotAuthorized("ONLOOP_SECRET_KEY is not set, so no user token can be used")
+        raise NotAuthorized("ONLOOP_SECRET_KEY is not set, so no token can be used")
     return settings.secret_key.get_secret_value()

@@ -7,7 +7,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 
 from app.events import BadRequest, Event
 from app.intake import record
-from app.state import onloop
+from app.state import Onloop, onloop
 
 bp = Blueprint("webhooks", __name__)
 
@@ -18,13 +18,21 @@ def _answer(status: int, **body: object) -> Response:
     return response
 
 
+def _count_closed_pull(state: Onloop, event: Event) -> None:
+    """onloop's own pull requests (branches `onloop/...`) merged or closed: the merge rate."""
+    pull = event.data.get("pull_request") or {}
+    if str((pull.get("head") or {}).get("ref", "")).startswith("onloop/"):
+        outcome = "merged" if pull.get("merged") else "closed"
+        state.metrics.writer.inc("pull_requests_closed", outcome=outcome)
+
+
 @bp.post("/webhooks/github")
 def github() -> Response:
     state = onloop(current_app)
     try:
         body = request.get_data(cache=False)
     except RequestEntityTooLarge:
-        state.metrics.deliveries.labels(event="unknown", outcome="too_large").inc()
+        state.metrics.delivery("unknown", "too_large")
         return _answer(413, error="payload too large")
     secret = state.settings.webhook_secret
     try:
@@ -32,10 +40,12 @@ def github() -> Response:
             request.headers, body, secret=secret.get_secret_value() if secret else ""
         )
     except BadRequest as exc:
-        state.metrics.deliveries.labels(event="unknown", outcome=f"rejected_{exc.status}").inc()
+        state.metrics.delivery("unknown", f"rejected_{exc.status}")
         return _answer(exc.status, error=exc.message)
-    result = record(state.db, event, state.settings.fix_label)
-    state.metrics.deliveries.labels(event=event.name, outcome=str(result.status)).inc()
+    result = record(state.db, event, state.settings.fix_label, state.settings.app_id)
+    state.metrics.delivery(event.name, str(result.status))
+    if result.status != 200 and (event.name, event.action) == ("pull_request", "closed"):
+        _count_closed_pull(state, event)
     state.log.info(
         "delivery",
         delivery_id=event.delivery_id,

@@ -2,20 +2,35 @@
 
 from __future__ import annotations
 
+import re
+
 from github.Issue import Issue
 from github.IssueComment import IssueComment
+
+_JOB_NOTICE = re.compile(r"^job-(\d+)-")
 
 
 def marker(key: str) -> str:
     return f"<!-- onloop:{key} -->"
 
 
+def family(key: str) -> str | None:
+    """The marker prefix shared by a job's notices and status (`job-<id>-<what>`): onloop
+    keeps one comment per job for them, edited in place, rather than a pile of comments."""
+    m = _JOB_NOTICE.match(key)
+    return f"<!-- onloop:job-{m.group(1)}-" if m else None
+
+
 def upsert_comment(issue: Issue, key: str, body: str, author: str | None) -> IssueComment:
-    """Edit the comment carrying `key`'s marker (written by `author`), or create it."""
-    tag = marker(key)
+    """Edit the comment carrying `key`'s marker, or its family's (written by `author`), or
+    create it."""
+    tag, kin = marker(key), family(key)
     text = f"{tag}\n{body}"
     for comment in issue.get_comments():
-        if tag in (comment.body or "") and (author is None or comment.user.login == author):
+        found = comment.body or ""
+        if (tag in found or (kin and kin in found)) and (
+            author is None or comment.user.login == author
+        ):
             if comment.body != text:
                 comment.edit(text)
             return comment

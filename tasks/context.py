@@ -12,9 +12,11 @@ from typing import Any, Protocol
 
 from sqlalchemy import select
 
+from app import audit
 from app.db import Database
 from app.models import Job, JobState
 from app.settings import Settings
+from app.telemetry import telemetry
 
 log = logging.getLogger(__name__)
 OUTPUT_TAIL = 4000
@@ -55,6 +57,7 @@ class JobContext:
     steps: list[dict[str, Any]] = field(default_factory=list)
     listeners: list[JobListener] = field(default_factory=list)
     head_sha: str | None = None  # the commit the job works on, once known (for check runs)
+    plan: list[str] = field(default_factory=list)  # the step names it expects, for "k of n"
 
     @property
     def command(self) -> dict[str, Any]:
@@ -76,6 +79,39 @@ class JobContext:
         if state != JobState.RUNNING:
             self.cancel.set()
             raise Cancelled()
+
+    @contextmanager
+    def cancel_watch(self, stop: Callable[[], None], interval: float = 1.0) -> Iterator[None]:
+        """While inside, look at the job's state every `interval` seconds; once it is no
+        longer running (`/agent cancel`, a newer push, a lost lease) set `cancel` and call
+        `stop` (e.g. the sandbox's), so a long command ends now rather than at the next step."""
+        done = threading.Event()
+
+        def watch() -> None:
+            while not done.wait(interval):
+                try:
+                    if not self.cancel.is_set():
+                        with self.db.sessions() as s:
+                            state = s.scalar(select(Job.state).where(Job.id == self.job.id))
+                        if state == JobState.RUNNING:
+                            continue
+                except Exception:  # noqa: S112 - a database blip: look again next time
+                    continue
+                self.cancel.set()
+                log.info("job %s is no longer wanted: stopping its sandbox", self.job.id)
+                try:
+                    stop()
+                except Exception:
+                    log.warning("could not stop job %s's sandbox", self.job.id, exc_info=True)
+                return
+
+        thread = threading.Thread(target=watch, name=f"cancel-watch-{self.job.id}", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            done.set()
+            thread.join(timeout=30)
 
     def _save_steps(self) -> None:
         with self.db.session() as s:
@@ -113,5 +149,15 @@ class JobContext:
             record["state"] = "succeeded"
         finally:
             record["duration"] = round(time.monotonic() - started, 3)
+            telemetry(self.settings.redis_url).observe(
+                "step_duration_seconds", record["duration"], kind=self.job.kind, step=name
+            )
+            audit.record(
+                self.db,
+                audit.STEP,
+                repo=self.job.repo,
+                job_id=self.job.id,
+                detail={k: record.get(k) for k in ("name", "kind", "state", "duration")},
+            )
             record["output"] = str(record.get("output", ""))[-OUTPUT_TAIL:]
             self._save_steps()

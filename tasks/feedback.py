@@ -1,10 +1,296 @@
-"""What a person sees of a job while it runs: its status comment and its check run."""
+"""What a person sees of a job while it runs: an eyes reaction on their command, one status
+comment edited in place, and a check run `onloop/<kind>` on the head; all as onloop itself
+(the installation token), never as the person."""
 
 from __future__ import annotations
 
+import logging
+import threading
+from datetime import UTC, datetime
+from typing import Any
+
+from github import Github
+from github.CheckRun import CheckRun
+from github.IssueComment import IssueComment
+from github.Repository import Repository
+from sqlalchemy import select
+
+import app.github as gh
+from app.commands import Kind
+from app.db import Database
+from app.models import Job, JobState
+from app.settings import Settings
+from tasks import progress
+from tasks.comments import family, marker
 from tasks.context import JobContext, JobListener
+from tasks.throttle import Throttle
+
+log = logging.getLogger(__name__)
+
+
+class Access:
+    """The job's repository through an installation token of the listeners' own, renewed
+    before it expires; one GitHub call at a time (the throttles' timers call from threads)."""
+
+    def __init__(self, ctx: JobContext) -> None:
+        self.ctx = ctx
+        self.lock = threading.RLock()
+        self._token: gh.InstallationToken | None = None
+        self._client: Github | None = None
+        self._repo: Repository | None = None
+
+    def client(self) -> Github:
+        if self._client is None or self._token is None or self._token.expires_within():
+            ctx = self.ctx
+            assert ctx.job.installation_id is not None
+            name = ctx.job.repo.split("/", 1)[1]
+            self._token = gh.installation_token(
+                ctx.settings, ctx.job.installation_id, repositories=[name]
+            )
+            self._client, self._repo = gh.installation_client(ctx.settings, self._token), None
+        return self._client
+
+    def repo(self) -> Repository:
+        client = self.client()
+        if self._repo is None:
+            self._repo = client.get_repo(self.ctx.job.repo)
+        return self._repo
+
+
+class StatusComment:
+    """The job's one status comment, found again by its hidden marker. It starts once the job
+    is past policy and authorisation (refusals and sign-in requests are notices of their
+    own, `queued` may have said that it waits) and then takes the notice's place: a job
+    leaves one bot comment."""
+
+    def __init__(self, ctx: JobContext, access: Access, *, attach: bool = False) -> None:
+        self.ctx, self.access, self.attach = ctx, access, attach
+        self.tag = marker(f"job-{ctx.job.id}-status")
+        self.notices = family(f"job-{ctx.job.id}-status") or ""  # authorize, refused, ...
+        self.comment: IssueComment | None = None
+        self.started = False
+        self.extra_links: dict[str, str | None] = {}
+        self.throttle: Throttle[str] = Throttle(
+            self._send, access.lock, ctx.settings.feedback_interval
+        )
+
+    @property
+    def url(self) -> str | None:
+        return self.comment.html_url if self.comment is not None else None
+
+    def steps_changed(self, ctx: JobContext) -> None:
+        if not self.started and not progress.work_started(ctx.steps):
+            return
+        self.started = True
+        self.throttle.update(progress.running_text(ctx.job, ctx.steps, ctx.plan))
+
+    def finished(self, ctx: JobContext, state: str, result: dict[str, Any]) -> None:
+        result = _with_reason(ctx, state, result)
+        if not self.started:
+            if state != JobState.FAILED or self._find(any_notice=True) is not None:
+                self.throttle.close()
+                return  # its notice has said what happened
+            self.started = True
+        text = progress.final_text(
+            ctx.job, ctx.steps, state, result, self.extra_links, authorize_url(ctx)
+        )
+        self.throttle.close(text)
+
+    def _find(self, any_notice: bool) -> IssueComment | None:
+        if self.ctx.job.number is None:
+            return None
+        bot = self.ctx.settings.bot_login
+        issue = self.access.repo().get_issue(self.ctx.job.number)
+        for comment in issue.get_comments():
+            body = comment.body or ""
+            if comment.user.login == bot and (
+                self.tag in body or (any_notice and self.notices in body)
+            ):
+                return comment
+        return None
+
+    def _send(self, body: str) -> None:
+        text = f"{self.tag}\n{body}"
+        if self.ctx.job.number is None:
+            return
+        if self.comment is None:
+            self.comment = self._find(any_notice=True)  # a notice gives way to the status
+            if self.comment is None:
+                if self.attach:
+                    return
+                issue = self.access.repo().get_issue(self.ctx.job.number)
+                self.comment = issue.create_comment(text)
+                return
+        self.comment.edit(text)  # a notice may have changed it meanwhile: always write
+
+
+class CheckRunListener:
+    """A check run `onloop/<kind>` on the head the job works on: in_progress once the job is
+    past policy and authorisation and its head is known, completed when it ends."""
+
+    def __init__(
+        self, ctx: JobContext, access: Access, status: StatusComment, *, attach: bool = False
+    ) -> None:
+        self.ctx, self.access, self.status, self.attach = ctx, access, status, attach
+        self.name = f"onloop/{ctx.job.kind}"
+        self.run: CheckRun | None = None
+        self.throttle: Throttle[dict[str, str]] = Throttle(
+            self._edit, access.lock, ctx.settings.feedback_interval
+        )
+
+    def _sha(self) -> str | None:
+        if self.ctx.head_sha:
+            return self.ctx.head_sha
+        with self.ctx.db.sessions() as s:
+            return s.scalar(select(Job.head_sha).where(Job.id == self.ctx.job.id))
+
+    def _output(self, ctx: JobContext, title: str, summary: str) -> dict[str, str]:
+        return progress.check_output(ctx.job, ctx.steps, title, summary)
+
+    def steps_changed(self, ctx: JobContext) -> None:
+        if not progress.work_started(ctx.steps):
+            return
+        output = self._output(
+            ctx,
+            f"Running {progress.position(ctx.steps, ctx.plan)}".replace("**", ""),
+            progress.running_text(ctx.job, ctx.steps, ctx.plan),
+        )
+        if self.run is None:
+            with self.access.lock:
+                self._open(output)
+        else:
+            self.throttle.update(output)
+
+    def finished(self, ctx: JobContext, state: str, result: dict[str, Any]) -> None:
+        self.throttle.close()
+        result = _with_reason(ctx, state, result)
+        title = {
+            JobState.SUCCEEDED: progress.result_summary(result) or "Done",
+            JobState.CANCELLED: "Cancelled",
+            JobState.WAITING_FOR_AUTHORIZATION: f"Waiting for @{ctx.job.requested_by}",
+        }.get(state, f"Failed: {str(result.get('error') or '')[:150]}")
+        summary = progress.final_text(
+            ctx.job, ctx.steps, state, result, self._links(), authorize_url(ctx)
+        )
+        output = self._output(ctx, title, summary)
+        with self.access.lock:
+            if self.run is None and (self.attach or progress.work_started(ctx.steps)):
+                self._open(output)
+            if self.run is None:
+                return
+            self.run.edit(
+                status="completed",
+                conclusion=progress.conclusion(state, result),
+                completed_at=datetime.now(UTC),
+                details_url=self.status.url or self._pr_url(),
+                output=output,
+            )
+
+    def _links(self) -> dict[str, str | None]:
+        return {"status": self.status.url}
+
+    def _pr_url(self) -> str:
+        return f"{self.access.repo().html_url}/pull/{self.ctx.job.number}"
+
+    def _open(self, output: dict[str, str]) -> None:
+        """Take up this job's open check run (a job run again) or start one."""
+        sha = self._sha()
+        if not sha:
+            return
+        repo = self.access.repo()
+        for run in repo.get_commit(sha).get_check_runs(check_name=self.name):
+            if run.external_id == str(self.ctx.job.id) and run.status != "completed":
+                self.run = run
+                break
+        if self.run is None and not self.attach:
+            self.run = repo.create_check_run(
+                self.name,
+                sha,
+                status="in_progress",
+                started_at=datetime.now(UTC),
+                external_id=str(self.ctx.job.id),
+                details_url=self.status.url or self._pr_url(),
+                output=dict(output),
+            )
+        if self.run is not None:
+            self.status.extra_links["check run"] = self.run.html_url
+
+    def _edit(self, output: dict[str, str]) -> None:
+        if self.run is not None:
+            self.run.edit(output=output)
+
+
+def authorize_url(ctx: JobContext) -> str:
+    return ctx.settings.public_url.rstrip("/") + "/oauth/login"
+
+
+def _with_reason(ctx: JobContext, state: str, result: dict[str, Any]) -> dict[str, Any]:
+    """A cancelled job's result as `/agent cancel` (or a newer push) recorded it."""
+    if state != JobState.CANCELLED or result.get("reason"):
+        return result
+    with ctx.db.sessions() as s:
+        stored = s.scalar(select(Job.result).where(Job.id == ctx.job.id)) or {}
+    return {**stored, **result}
+
+
+def acknowledge(ctx: JobContext, access: Access) -> None:
+    """👀 on the comment that asked for the job: the first thing the worker does for it."""
+    comment_id = ctx.command.get("comment_id")
+    if not comment_id:
+        return
+    with access.lock:
+        access.client().requester.requestJsonAndCheck(
+            "POST",
+            f"/repos/{ctx.job.repo}/issues/comments/{int(comment_id)}/reactions",
+            input={"content": "eyes"},
+        )
 
 
 def listeners_for(ctx: JobContext) -> list[JobListener]:
-    """The listeners that follow `ctx`'s job (none yet)."""
-    return []
+    """Acknowledge a comment's command, then follow a sandboxed job with its status comment
+    and check run. Nothing here may fail the job."""
+    if ctx.job.installation_id is None:
+        return []
+    access = Access(ctx)
+    try:
+        acknowledge(ctx, access)
+    except Exception:
+        log.warning("could not react to the command's comment", exc_info=True)
+    if ctx.job.kind not in Kind.SANDBOXED:
+        return []
+    status = StatusComment(ctx, access)
+    listeners: list[JobListener] = [status, CheckRunListener(ctx, access, status)]
+    return listeners
+
+
+def queued(settings: Settings, db: Database, job: Job, reason: str, position: int | None) -> None:
+    """A job the caps hold back before it starts: 👀 on its command now, and (sandboxed
+    kinds) its status comment says it is queued and where. Call it when the job is put
+    back in the queue, or when its place changes."""
+    if job.installation_id is None:
+        return
+    ctx = JobContext(settings, db, job, steps=list(job.steps or []))
+    access = Access(ctx)
+    try:
+        acknowledge(ctx, access)
+        if job.kind in Kind.SANDBOXED and job.number is not None:
+            status = StatusComment(ctx, access)
+            status.started = True
+            status.throttle.close(progress.queued_text(job, reason, position))
+    except Exception:
+        log.warning("could not tell that job %s is queued", job.id, exc_info=True)
+
+
+def settle(ctx: JobContext, state: str, result: dict[str, Any]) -> None:
+    """Bring a job's status comment and check run, if it has them, to `state` from outside
+    the job (e.g. `/agent cancel` of a job that waits for authorisation)."""
+    if ctx.job.installation_id is None:
+        return
+    access = Access(ctx)
+    status = StatusComment(ctx, access, attach=True)
+    status.started = True
+    for listener in (status, CheckRunListener(ctx, access, status, attach=True)):
+        try:
+            listener.finished(ctx, state, result)
+        except Exception:
+            log.warning("could not settle job %s's progress", ctx.job.id, exc_info=True)

@@ -6,15 +6,21 @@ import os
 import socket
 import threading
 import uuid
+from collections.abc import Callable
 
+import redis
 from celery import Celery
-from sqlalchemy import select
+from sqlalchemy import select, update
 
+from app import audit
+from app.commands import Kind
 from app.db import Database
 from app.logs import get_logger
-from app.models import Job, JobState
+from app.models import Delivery, Job, JobState, aware, utcnow
 from app.settings import Settings
-from tasks.celery_app import RUN_JOB
+from app.telemetry import telemetry
+from tasks import feedback
+from tasks.celery_app import QUEUE, RUN_JOB
 from tasks.context import (
     Cancelled,
     JobContext,
@@ -24,12 +30,15 @@ from tasks.context import (
     WaitForAuthorization,
 )
 from tasks.lease import Heartbeat, claim, finish
+from tasks.limits import Limiter, queue_position
+from tasks.people import resume_if_authorized
 
 log = get_logger("onloop.jobs")
 
 LEASE_SECONDS = int(os.environ.get("ONLOOP_JOB_LEASE_SECONDS", "60"))
 
 _databases: dict[str, Database] = {}
+_limiters: dict[str, Limiter] = {}
 _db_lock = threading.Lock()
 
 
@@ -43,21 +52,74 @@ def database(settings: Settings) -> Database:
 
 def runners() -> dict[str, Runner]:
     from tasks import replies
+    from tasks.blueprints.fix_ci import run_fix_ci
+    from tasks.blueprints.fix_issue import run_fix_issue
     from tasks.blueprints.rebase import run_rebase
+    from tasks.blueprints.review import run_review
 
-    return {**replies.RUNNERS, "rebase_pr": run_rebase}
+    return {
+        **replies.RUNNERS,
+        "rebase_pr": run_rebase,
+        "fix_ci": run_fix_ci,
+        "fix_issue": run_fix_issue,
+        "review_pr": run_review,
+    }
 
 
 def listeners(ctx: JobContext) -> list[JobListener]:
     """What follows a job's progress: its status comment and check run (tasks.feedback)."""
-    from tasks import feedback
-
     return feedback.listeners_for(ctx)
 
 
-def run_job(settings: Settings, job_id: int) -> str:
-    """Run job `job_id` once; a job already taken or finished is left alone (idempotent)."""
+def limiter(settings: Settings) -> Limiter | None:
+    """The Redis caps on running jobs and the start bucket (None without Redis)."""
+    if not settings.redis_url:
+        return None
+    with _db_lock:
+        if settings.redis_url not in _limiters:
+            client = redis.Redis.from_url(settings.redis_url, socket_timeout=5)
+            _limiters[settings.redis_url] = Limiter.from_settings(settings, client)
+        return _limiters[settings.redis_url]
+
+
+def run_job(settings: Settings, job_id: int, requeue: Callable[[float], None] | None = None) -> str:
+    """Run job `job_id` once; a job already taken or finished is left alone (idempotent).
+    Sandboxed jobs first take a slot under the caps; when full, the job stays queued and
+    `requeue(seconds)` asks again later."""
     db = database(settings)
+    with db.sessions() as s:
+        row = s.get(Job, job_id)
+        if row is None or row.state != JobState.QUEUED:
+            log.info("job not claimed", job_id=job_id, state=row and row.state)
+            return f"skipped ({row and row.state})"
+        s.expunge(row)
+    caps = limiter(settings) if row.kind in Kind.SANDBOXED else None
+    if caps is None:
+        return _run_claimed(settings, db, job_id)
+    with caps.slot(job_id, row.repo, row.installation_id) as admission:
+        if admission.admitted:
+            return _run_claimed(settings, db, job_id)
+        place = queue_position(db, row)
+        with db.session() as s:
+            s.execute(
+                update(Job)
+                .where(Job.id == job_id, Job.state == JobState.QUEUED)
+                .values(result={"waiting": admission.reason, "position": place})
+            )
+        audit.record(
+            db,
+            audit.LIMIT_WAIT,
+            repo=row.repo,
+            job_id=job_id,
+            detail={"reason": admission.reason, "position": place},
+        )
+        feedback.queued(settings, db, row, admission.reason, place)
+        if requeue is not None:
+            requeue(admission.retry_after)
+        return f"waiting ({admission.reason}, position {place})"
+
+
+def _run_claimed(settings: Settings, db: Database, job_id: int) -> str:
     owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     if not claim(db, job_id, owner, LEASE_SECONDS):
         with db.sessions() as s:
@@ -68,9 +130,22 @@ def run_job(settings: Settings, job_id: int) -> str:
         job = s.get(Job, job_id)
         assert job is not None
         s.expunge(job)
+        guid = s.scalar(select(Delivery.guid).where(Delivery.id == job.delivery_id))
+    audit.record(
+        db,
+        audit.DELIVERY,
+        repo=job.repo,
+        job_id=job_id,
+        delivery_guid=guid,
+        actor=job.requested_by,
+        detail={"kind": job.kind, "number": job.number, "attempt": job.attempts},
+    )
     bound = log.bind(job_id=job_id, repo=job.repo, kind=job.kind)
     runner = runners().get(job.kind)
-    with Heartbeat(db, job_id, owner, LEASE_SECONDS) as beat:
+    with (
+        Heartbeat(db, job_id, owner, LEASE_SECONDS) as beat,
+        audit.audit_writes(db, repo=job.repo, job_id=job_id),
+    ):
         ctx = JobContext(settings=settings, db=db, job=job, cancel=beat.lost)
         ctx.head_sha = job.head_sha
         ctx.listeners = listeners(ctx)
@@ -90,12 +165,23 @@ def run_job(settings: Settings, job_id: int) -> str:
         except Exception as exc:
             bound.exception("job crashed")
             result, state = {"error": f"internal error: {type(exc).__name__}"}, JobState.FAILED
-    if not finish(db, job_id, owner, state, result):
-        bound.info("job changed hands before it finished")
-        return "lost"
-    ctx.tell("finished", state, result)
+        if not finish(db, job_id, owner, state, result):
+            bound.info("job changed hands before it finished")
+            return "lost"
+        ctx.tell("finished", state, result)
+    if state == JobState.WAITING_FOR_AUTHORIZATION and resume_if_authorized(db, job_id):
+        bound.info("the person authorised meanwhile: requeued")
+    _measure(settings, job, state)
     bound.info("job finished", state=state)
     return state
+
+
+def _measure(settings: Settings, job: Job, state: str) -> None:
+    meter = telemetry(settings.redis_url)
+    meter.inc("jobs_finished", kind=job.kind, state=state)
+    started = aware(job.started_at)
+    if started is not None:
+        meter.observe("job_duration_seconds", (utcnow() - started).total_seconds(), kind=job.kind)
 
 
 def register(celery: Celery, settings: Settings) -> None:
@@ -103,4 +189,7 @@ def register(celery: Celery, settings: Settings) -> None:
 
     @celery.task(name=RUN_JOB, ignore_result=True)
     def _run_job(job_id: int) -> str:
-        return run_job(settings, int(job_id))
+        def requeue(seconds: float) -> None:
+            _run_job.apply_async(args=[int(job_id)], countdown=seconds, queue=QUEUE)
+
+        return run_job(settings, int(job_id), requeue)

@@ -23,8 +23,8 @@ def ask_to_authorize(ctx: JobContext, repo: Repository, login: str, reason: str)
         repo,
         "authorize",
         f"@{login} onloop acts in your own name, so that its work is yours and another person "
-        f"reviews it, but it cannot yet ({reason}). [Authorise onloop]({link}) and this "
-        f"`{ctx.job.kind}` job resumes by itself.",
+        f"reviews it, but it cannot act for you now: {reason}. [Authorise onloop]({link}) "
+        f"and this `{ctx.job.kind}` job resumes by itself.",
     )
 
 

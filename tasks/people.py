@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Protocol, TypeVar
 
 from github import GithubException
 from github.Repository import Repository
+from sqlalchemy import select
 
 import app.github as gh
+from app.db import Database
+from app.models import Job, JobState, Outbox, UserAccount, aware
 from app.repo_config import PERMISSION_RANK
-from app.user_tokens import NotAuthorized, access_token, find_user_id
-from tasks.context import JobContext
+from app.settings import Settings
+from app.user_tokens import REFRESH_MARGIN, NotAuthorized, access_token, find_user_id, forget
+from tasks.context import JobContext, WaitForAuthorization
+from tasks.git_auth import GitError
+from tasks.notices import ask_to_authorize
 
 FAR_FUTURE = datetime(9999, 1, 1, tzinfo=UTC)
+MAX_MARGIN = timedelta(hours=4)  # of a token's 8 hours
 
 
 class NeedsAuthorization(Exception):
@@ -46,13 +55,101 @@ def permitted(role: str, required: str) -> bool:
     return PERMISSION_RANK.get(role, -1) >= PERMISSION_RANK[required]
 
 
-def user_token(ctx: JobContext, login: str, user_id: int | None) -> gh.UserToken:
-    """The person's own token, refreshed when close to expiry; NeedsAuthorization otherwise."""
+def token_margin(settings: Settings) -> timedelta:
+    """How long a token must still be valid when a job takes it: the whole job, if it can.
+    User tokens last 8 hours; a refresh is due when less than this is left."""
+    return min(timedelta(seconds=settings.job_time_limit) + REFRESH_MARGIN, MAX_MARGIN)
+
+
+def user_token(
+    ctx: JobContext, login: str, user_id: int | None, *, rejected: gh.UserToken | None = None
+) -> gh.UserToken:
+    """The person's own token, refreshed when close to expiry (or when GitHub has just
+    `rejected` it); NeedsAuthorization otherwise."""
     uid = user_id if user_id is not None else find_user_id(ctx.db, login)
     if uid is None:
-        raise NeedsAuthorization(login, "has not authorised onloop yet")
+        raise NeedsAuthorization(login, "you have not authorised it yet")
     try:
-        value, expires = access_token(ctx.db, ctx.settings, uid)
+        value, expires = access_token(
+            ctx.db,
+            ctx.settings,
+            uid,
+            margin=token_margin(ctx.settings),
+            rejected=rejected.secret() if rejected is not None else None,
+        )
     except NotAuthorized as exc:
         raise NeedsAuthorization(login, str(exc)) from None
-    return gh.UserToken(value, expires or FAR_FUTURE)
+    return gh.UserToken(value, expires or FAR_FUTURE, login=login)
+
+
+def refused_token(exc: BaseException) -> bool:
+    """Whether GitHub refused the token itself (401: revoked, or expired early), as opposed
+    to refusing what the token asked for (403, 404...)."""
+    if isinstance(exc, GithubException):
+        return exc.status == 401
+    if isinstance(exc, GitError):
+        # git over HTTPS reports a 401 after it sent credentials as this line
+        return "Authentication failed for" in exc.output
+    return False
+
+
+class ActsAsPerson(Protocol):
+    """What `as_person` needs of a job's session (tasks.blueprints.common.Session)."""
+
+    ctx: JobContext
+    repo: Repository
+    login: str
+    token: gh.UserToken
+
+
+T = TypeVar("T")
+
+
+def as_person(session: ActsAsPerson, action: Callable[[], T]) -> T:
+    """Run `action`, which uses `session.token`. When GitHub refuses the token (401), the
+    token is renewed (another worker's refresh, or a refresh now) and `action` runs once
+    more; when the person's authorisation is gone, onloop asks for it again and the job
+    waits (WaitForAuthorization), resuming after they authorise."""
+    try:
+        return action()
+    except (GithubException, GitError) as exc:
+        if not refused_token(exc):
+            raise
+    ctx = session.ctx
+    try:
+        session.token = user_token(
+            ctx, session.login, ctx.job.requested_by_id, rejected=session.token
+        )
+        vars(session).pop("user_repo", None)  # a cached client with the old token
+        try:
+            return action()
+        except (GithubException, GitError) as exc:
+            if not refused_token(exc):
+                raise
+            uid = ctx.job.requested_by_id or find_user_id(ctx.db, session.login)
+            if uid is not None:
+                forget(ctx.db, uid)
+            raise NeedsAuthorization(session.login, "GitHub no longer accepts your token") from None
+    except NeedsAuthorization as exc:
+        ask_to_authorize(ctx, session.repo, session.login, exc.reason)
+        raise WaitForAuthorization(exc.reason) from None
+
+
+def resume_if_authorized(db: Database, job_id: int) -> bool:
+    """Requeue job `job_id` if it waits for a person who authorised onloop after the job
+    started (they finished the flow while it was deciding to wait); True if requeued."""
+    with db.write_lock(), db.session() as s:
+        job = s.get(Job, job_id, with_for_update=True)
+        if job is None or job.state != JobState.WAITING_FOR_AUTHORIZATION:
+            return False
+        if job.requested_by_id is not None:
+            account = s.get(UserAccount, job.requested_by_id)
+        else:
+            account = s.scalar(select(UserAccount).where(UserAccount.login == job.requested_by))
+        started = aware(job.started_at)
+        authorized = aware(account.authorized_at) if account is not None else None
+        if started is None or authorized is None or authorized <= started:
+            return False
+        job.state = JobState.QUEUED
+        s.add(Outbox(job_id=job.id))
+        return True

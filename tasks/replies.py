@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from github.Repository import Repository
@@ -10,11 +11,13 @@ from sqlalchemy import select, update
 from app.commands import Kind
 from app.models import Job, JobState, utcnow
 from app.repo_config import ALLOWED_COMMANDS
+from tasks import feedback, progress
 from tasks.blueprints.common import installation_repo
 from tasks.comments import upsert_comment
 from tasks.context import JobContext, JobFailed, Runner
 from tasks.repo_settings import LoadedConfig, load_repo_config
 
+STATUS_MARKER = re.compile(r"<!-- onloop:job-(\d+)-status -->")
 VERB_HELP = {
     "rebase": "rebase this pull request onto its base branch",
     "fix": "make this pull request's failing checks pass",
@@ -78,39 +81,82 @@ def _pr_jobs(ctx: JobContext, live_only: bool) -> list[Job]:
         return list(s.scalars(query.order_by(Job.id.desc()).limit(10)))
 
 
+def _status_links(repo: Repository, number: int, bot: str | None) -> dict[int, str]:
+    """Job id → its status comment's URL, from one look at the PR's comments."""
+    found: dict[int, str] = {}
+    for comment in repo.get_issue(number).get_comments():
+        m = STATUS_MARKER.search(comment.body or "")
+        if m and (bot is None or comment.user.login == bot):
+            found[int(m.group(1))] = comment.html_url
+    return found
+
+
+def status_text(jobs: list[Job], urls: dict[int, str]) -> str:
+    """A table of the PR's recent jobs, then the steps of the live ones (or the latest)."""
+    if not jobs:
+        return "onloop has no jobs on this pull request. `/agent help` lists what it can do."
+    rows = ["| job | command | state | requested by |", "|---|---|---|---|"]
+    for j in jobs:
+        state = f"{progress.ICONS.get(j.state, '')} {j.state}".strip()
+        if j.state == JobState.RUNNING and j.steps:
+            state += f", {progress.position(j.steps, [])}".replace("**", "")
+        job = f"[#{j.id}]({urls[j.id]})" if j.id in urls else f"#{j.id}"
+        rows.append(f"| {job} | {progress.command_of(j)} | {state} | @{j.requested_by} |")
+    shown = [j for j in jobs if j.state in JobState.LIVE] or jobs[:1]
+    for j in shown[:3]:
+        rows += ["", f"**#{j.id}** {progress.command_of(j)}, {j.state}:", ""]
+        rows += progress.step_lines(j.steps or []) or ["- no steps yet"]
+        error = (j.result or {}).get("error") or (j.result or {}).get("reason")
+        if error:
+            rows += ["", f"> {str(error)[:300]}"]
+    return "\n".join(rows)
+
+
 def run_status(ctx: JobContext) -> dict[str, Any]:
     repo = repository(ctx)
     jobs = _pr_jobs(ctx, live_only=False)
-    if not jobs:
-        body = "onloop has no jobs on this pull request."
-    else:
-        rows = ["| job | command | state | requested by |", "|---|---|---|---|"]
-        rows += [f"| #{j.id} | {j.kind} | {j.state} | @{j.requested_by} |" for j in jobs]
-        body = "\n".join(rows)
+    assert ctx.job.number is not None
     with ctx.step("reply"):
-        reply(ctx, repo, body)
+        urls = _status_links(repo, ctx.job.number, ctx.settings.bot_login) if jobs else {}
+        reply(ctx, repo, status_text(jobs, urls))
     return {"jobs": [j.id for j in jobs]}
 
 
 def run_cancel(ctx: JobContext) -> dict[str, Any]:
+    """Cancel the PR's live jobs. A running job sees it within a second or so (its cancel
+    watch stops its sandbox, tasks.context.JobContext.cancel_watch) and reports itself; for
+    a queued or waiting one, this job brings its status comment and check run up to date."""
     repo = repository(ctx)
-    ids = [j.id for j in _pr_jobs(ctx, live_only=True)]
-    if ids:
+    live = _pr_jobs(ctx, live_only=True)
+    reason = f"cancelled by @{ctx.job.requested_by}"
+    cancelled: list[Job] = []
+    for job in live:
         with ctx.db.session() as s:
-            s.execute(
+            done = s.execute(
                 update(Job)
-                .where(Job.id.in_(ids), Job.state.in_(JobState.LIVE))
+                .where(Job.id == job.id, Job.state.in_(JobState.LIVE))
                 .values(
                     state=JobState.CANCELLED,
                     live_key=None,
                     finished_at=utcnow(),
-                    result={"reason": f"cancelled by @{ctx.job.requested_by}"},
+                    result={"reason": reason},
                 )
             )
-    body = f"Cancelled {', '.join(f'#{i}' for i in ids)}." if ids else "Nothing to cancel here."
+        if done.rowcount:  # type: ignore[attr-defined]
+            cancelled.append(job)
+    for job in cancelled:
+        if job.state != JobState.RUNNING:
+            other = JobContext(ctx.settings, ctx.db, job, steps=list(job.steps or []))
+            feedback.settle(other, JobState.CANCELLED, {"reason": reason})
+    lines = [
+        f"- #{j.id} {progress.command_of(j)} ({j.state})"
+        + (": its sandbox stops within seconds" if j.state == JobState.RUNNING else "")
+        for j in cancelled
+    ]
+    body = "Cancelled:\n\n" + "\n".join(lines) if cancelled else "Nothing to cancel here."
     with ctx.step("reply"):
         reply(ctx, repo, body)
-    return {"cancelled": ids}
+    return {"cancelled": [j.id for j in cancelled]}
 
 
 def run_not_available(ctx: JobContext) -> dict[str, Any]:

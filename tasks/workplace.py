@@ -14,6 +14,8 @@ from app.models import Job, JobState
 from app.settings import Settings
 from tasks.repo_cache import RepoCache
 from tasks.sandbox import Limits, SandboxBackend, get_backend
+from tasks.sandbox.egress import EgressGateway
+from tasks.sandbox.egress_policy import load_credentials
 from tasks.sandbox.pool import WarmPool
 from tasks.sandbox.snapshots import SnapshotStore
 
@@ -27,6 +29,7 @@ class Workplace:
     workspaces: Path
     snapshots: SnapshotStore | None = None
     pool: WarmPool | None = None
+    gateway: EgressGateway | None = None  # setup's allowlisted egress (Docker only)
 
     def limits(self, timeout: float) -> Limits:
         return Limits(job_timeout=timeout, command_timeout=min(600.0, timeout))
@@ -55,6 +58,13 @@ def _make(settings: Settings) -> Workplace:
         place.snapshots = SnapshotStore(
             backend.client, root / "snapshots", max_bytes=settings.snapshot_max_bytes
         )
+        place.gateway = EgressGateway(
+            backend.client,
+            root / "egress",
+            proxy_image=settings.sandbox_image,
+            cache_dir=root / "download-cache",
+            credentials=_credentials(settings),
+        )
         if settings.sandbox_pool_size > 0:
             place.pool = WarmPool(
                 backend,
@@ -64,6 +74,12 @@ def _make(settings: Settings) -> Workplace:
             )
             threading.Thread(target=_fill, args=(place.pool,), daemon=True).start()
     return place
+
+
+def _credentials(settings: Settings) -> dict[str, str]:
+    """Private index credentials the egress proxy adds (never the sandbox)."""
+    path = settings.egress_credentials_file
+    return load_credentials(path.read_text()) if path is not None else {}
 
 
 def _fill(pool: WarmPool) -> None:

@@ -38,7 +38,16 @@ FIXTURES = next(
     if p.is_dir()
 )
 SECRET = "test-webhook-secret-0123456789abcdef"
-TABLES = ("outbox", "jobs", "deliveries", "installations", "repo_configs", "user_accounts")
+TABLES = (
+    "outbox",
+    "jobs",
+    "deliveries",
+    "installations",
+    "repo_configs",
+    "user_accounts",
+    "pauses",
+    "audit_log",
+)
 
 
 def load_fixture(name: str) -> dict[str, Any]:
@@ -108,7 +117,13 @@ def settings(database_url: str, tmp_path: Path) -> Settings:
 
 @pytest.fixture
 def client(settings: Settings, db: Database) -> Any:
-    return create_app(settings, db=db).test_client()
+    app = create_app(settings, db=db)
+    redis = app.extensions["onloop"].metrics.writer.client
+    if redis is not None:  # metrics live in the shared test Redis: start each test from zero
+        keys = list(redis.scan_iter("onloop:metrics:*"))
+        if keys:
+            redis.delete(*keys)
+    return app.test_client()
 
 
 def signed_headers(body: bytes, event: str, guid: str | None = None) -> dict[str, str]:

@@ -64,3 +64,66 @@ def issue_labeled(
     data["issue"].update(number=number, state="open", user=_sender(double, user))
     data["issue"].pop("pull_request", None)
     return data
+
+
+def _pull_ref(double: GitHubDouble, repo: str, number: int) -> dict[str, Any]:
+    """A `pull_requests` item of a check suite or workflow run, as GitHub lists it."""
+    pull = double.issue(repo, number).pull
+    assert pull is not None
+    head_repo = double.repo(pull.head_repo)
+    base_repo = double.repo(repo)
+    return {
+        "url": f"{double.api_url}/repos/{repo}/pulls/{number}",
+        "id": number * 1000,
+        "number": number,
+        "head": {
+            "ref": pull.head_ref,
+            "sha": double.branch_sha(pull.head_repo, pull.head_ref),
+            "repo": {"id": head_repo.id, "name": head_repo.full_name.split("/")[1]},
+        },
+        "base": {
+            "ref": pull.base_ref,
+            "sha": double.branch_sha(repo, pull.base_ref),
+            "repo": {"id": base_repo.id, "name": base_repo.full_name.split("/")[1]},
+        },
+    }
+
+
+def workflow_run_failed(
+    double: GitHubDouble, repo: str, run: Any, number: int | None, user: str = "octocat"
+) -> dict[str, Any]:
+    """workflow_run.completed with conclusion failure for the double's run `run`."""
+    data = load_fixture("workflow_run.completed.with-pull-requests")
+    data["repository"] = _repository(double, repo)
+    data["installation"] = {"id": _installation_id(double, repo)}
+    data["sender"] = _sender(double, user)
+    data["workflow_run"].update(
+        id=run.id,
+        head_sha=run.head_sha,
+        head_branch=run.head_branch,
+        conclusion="failure",
+        status="completed",
+        check_suite_id=run.check_suite_id,
+        head_repository=data["repository"],
+        pull_requests=[_pull_ref(double, repo, number)] if number is not None else [],
+    )
+    return data
+
+
+def check_suite_failed(
+    double: GitHubDouble, repo: str, run: Any, number: int | None, user: str = "octocat"
+) -> dict[str, Any]:
+    """check_suite.completed with conclusion failure for the suite of the double's run `run`."""
+    data = load_fixture("check_suite.completed")
+    data["repository"] = _repository(double, repo)
+    data["installation"] = {"id": _installation_id(double, repo)}
+    data["sender"] = _sender(double, user)
+    data["check_suite"].update(
+        id=run.check_suite_id,
+        head_sha=run.head_sha,
+        head_branch=run.head_branch,
+        conclusion="failure",
+        status="completed",
+        pull_requests=[_pull_ref(double, repo, number)] if number is not None else [],
+    )
+    return data

@@ -206,3 +206,14 @@ def test_parse_command() -> None:
     assert parse_command("  \n/agent fix") == ("fix", "")
     assert parse_command("please /agent fix") is None
     assert parse_command("") is None
+
+
+def test_onloops_own_check_suite_is_ignored() -> None:
+    from app.decide import IGNORED_OWN_CHECKS, explain
+
+    data = load_fixture("check_suite.completed")
+    data["check_suite"]["conclusion"] = "failure"
+    data["check_suite"]["app"]["id"] = 4242
+    event = Event("check_suite", "guid-own", data)
+    assert explain(event, RepoConfig(), own_app_id=4242) == IGNORED_OWN_CHECKS
+    assert explain(event, RepoConfig(), own_app_id=7) != IGNORED_OWN_CHECKS

@@ -52,7 +52,11 @@ def test_all_green(healthy: Settings, capsys: pytest.CaptureFixture[str]) -> Non
         ({"app_id": 999}, "github app", "ONLOOP_APP_ID matches the key"),
         ({"private_key_path": Path("/nonexistent.pem")}, "github app", "download the App's key"),
         ({"app_slug": "someone-else"}, "github app", "ONLOOP_APP_SLUG=onloop"),
-        ({"sandbox_backend": "docker", "sandbox_image": "onloop-no-such-image:0"}, "docker", ""),
+        (
+            {"sandbox_backend": "docker", "sandbox_image": "onloop-no-such-image:0"},
+            "docker",
+            "onloop sandbox build-image",
+        ),
     ],
 )
 def test_each_break_names_its_fix(
@@ -66,6 +70,17 @@ def test_each_break_names_its_fix(
     assert code == 1
     failing = [line for line in out.splitlines() if line.startswith("FAIL")]
     assert any(line.startswith(f"FAIL {check}:") and hint in line for line in failing), out
+
+
+def test_docker_daemon_down_names_its_fix(
+    healthy: Settings, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{healthy.work_dir.resolve()}/no-docker.sock")
+    code, out = doctor(healthy.model_copy(update={"sandbox_backend": "docker"}), capsys)
+    assert code == 1
+    assert any(
+        line.startswith("FAIL docker:") and "start dockerd" in line for line in out.splitlines()
+    ), out
 
 
 def test_unmigrated_database(

@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import update
+from sqlalchemy import select, update
 
 from app import create_app
 from app.crypto import TokenBox
 from app.db import Database
-from app.models import Job, JobState, utcnow
+from app.models import Job, JobState, UserAccount, utcnow
 from app.oauth import resume_jobs
 from app.settings import Settings
 from app.state import onloop
@@ -23,17 +23,19 @@ from app.user_tokens import TokenPair, store
 from tests.conftest import deliver
 from tests.github_double.double import GitHubDouble
 from tests.github_double.fixtures import SECRET_KEY, settings_for
+from tests.oauth_flow import authorization_revoked, sign_in
 from tests.payloads import pr_comment
 from tests.redis_server import RedisServer
 from tests.worker_proc import WorkerProcess, wait_until
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 REPO = "octo/widgets"
+FORK = "dave/widgets"
 
 
-def git(double: GitHubDouble, *args: str) -> str:
+def git(double: GitHubDouble, *args: str, repo: str = REPO) -> str:
     done = subprocess.run(
-        ["git", *args], cwd=double.git_dir(REPO), capture_output=True, text=True, check=False
+        ["git", *args], cwd=double.git_dir(repo), capture_output=True, text=True, check=False
     )
     return done.stdout.strip() if done.returncode == 0 else f"!{done.returncode}"
 
@@ -71,6 +73,31 @@ class World:
 
     def user_comments(self, login: str, number: int = 1) -> list[Any]:
         return [c for c in self.double.comments(REPO, number) if c.user == login]
+
+    def bot_comments(self, number: int = 1) -> list[Any]:
+        return self.user_comments(self.double.app.bot_login, number)
+
+    def asks(self, number: int = 1) -> list[Any]:
+        """onloop's requests to authorise it (its other comments, e.g. status, aside)."""
+        return [c for c in self.bot_comments(number) if "/oauth/login" in c.body]
+
+    def sign_in(self, login: str) -> str:
+        """`login` authorises onloop through /oauth/login, the double and /oauth/callback."""
+        return str(sign_in(self.client, self.double, login).get_data(as_text=True))
+
+    def accounts(self) -> list[str]:
+        with self.db.sessions() as s:
+            return list(s.scalars(select(UserAccount.login)))
+
+    def fork_pull(self, *, maintainer_can_modify: bool) -> int:
+        """dave's fork with a branch `patch` and its pull request; then main moves on."""
+        self.double.create_repo(FORK, fork_of=REPO)
+        self.double.commit(FORK, "patch", {"patch.py": "P = 1\n"}, message="Add patch")
+        number = self.double.create_pull(
+            REPO, "dave:patch", user="dave", maintainer_can_modify=maintainer_can_modify
+        ).number
+        self.double.commit(REPO, "main", {"lib.py": "A = 3\n"}, message="Move main again")
+        return number
 
 
 @pytest.fixture
@@ -167,3 +194,109 @@ def test_waiting_job_expires_with_a_last_comment(world: World) -> None:
     assert job.state == JobState.FAILED and job.result["error"] == "authorization expired"
     (last,) = [c for c in world.double.comments(REPO, 1) if c.user == world.double.app.bot_login]
     assert "has now stopped" in last.body and not world.double.pushes
+
+
+def test_unauthorized_person_signs_in_through_the_flow_and_the_job_resumes(world: World) -> None:
+    job_id = world.comment("/agent rebase", "carol")
+    world.wait(job_id, (JobState.WAITING_FOR_AUTHORIZATION,))
+    (ask,) = world.asks()
+    assert f"({world.settings.public_url}/oauth/login)" in ask.body and "@carol" in ask.body
+    page = world.sign_in("carol")  # the callback itself puts the job back in the queue
+    assert "1 waiting job(s) resumed" in page
+    job = world.wait(job_id)
+    assert job.state == JobState.SUCCEEDED, (job.result, world.worker.output())
+    (push,) = world.double.pushes
+    assert (push.identity.kind, push.identity.login) == ("user", "carol")
+    assert len(world.bot_comments()) == 1  # the request was not repeated
+
+
+def test_an_expired_access_token_is_refreshed_and_the_job_goes_on(world: World) -> None:
+    world.sign_in("alice")
+    with world.db.session() as s:  # eight hours later, for onloop and for GitHub
+        s.execute(update(UserAccount).values(access_expires_at=utcnow() - timedelta(minutes=1)))
+    world.double.oauth.expire_user_tokens("alice")
+    job = world.wait(world.comment("/agent rebase", "alice"))
+    assert job.state == JobState.SUCCEEDED, (job.result, world.worker.output())
+    assert [r.login for r in world.double.oauth.refreshes] == ["alice"]
+    (push,) = world.double.pushes
+    assert push.identity.login == "alice" and not world.asks()
+
+
+def test_a_token_refused_on_push_is_refreshed_and_pushed_again(world: World) -> None:
+    world.sign_in("alice")
+    world.double.oauth.expire_user_tokens("alice")  # early: onloop still thinks it is good
+    job = world.wait(world.comment("/agent rebase", "alice"))
+    assert job.state == JobState.SUCCEEDED, (job.result, world.worker.output())
+    assert len(world.double.oauth.refreshes) == 1
+    (push,) = world.double.pushes
+    assert push.identity.login == "alice" and not world.asks()
+
+
+def test_after_revocation_the_next_rebase_asks_again(world: World) -> None:
+    world.sign_in("alice")
+    world.double.oauth.revoke("alice")
+    response = deliver(
+        world.client, "github_app_authorization", authorization_revoked(world.double, "alice")
+    )
+    assert response.status_code == 202 and world.accounts() == []
+    job_id = world.comment("/agent rebase", "alice")
+    job = world.wait(job_id, (JobState.WAITING_FOR_AUTHORIZATION, *JobState.TERMINAL))
+    assert job.state == JobState.WAITING_FOR_AUTHORIZATION, (job.result, world.worker.output())
+    (ask,) = world.asks()
+    assert "@alice" in ask.body and "/oauth/login" in ask.body and not world.double.pushes
+    world.sign_in("alice")
+    assert world.wait(job_id).state == JobState.SUCCEEDED
+    assert [p.identity.login for p in world.double.pushes] == ["alice"]
+
+
+def test_a_revocation_found_on_push_forgets_the_token_and_asks_again(world: World) -> None:
+    world.sign_in("alice")
+    world.double.oauth.revoke("alice")  # and its webhook never arrives
+    job_id = world.comment("/agent rebase", "alice")
+    job = world.wait(job_id, (JobState.WAITING_FOR_AUTHORIZATION, *JobState.TERMINAL))
+    assert job.state == JobState.WAITING_FOR_AUTHORIZATION, (job.result, world.worker.output())
+    assert [s["name"] for s in job.steps][-1] == "push" and world.accounts() == []
+    (ask,) = world.asks()
+    assert "@alice" in ask.body and "/oauth/login" in ask.body and not world.double.pushes
+    world.sign_in("alice")
+    job = world.wait(job_id)
+    assert job.state == JobState.SUCCEEDED, (job.result, world.worker.output())
+    assert [p.identity.login for p in world.double.pushes] == ["alice"]
+    assert len(world.bot_comments()) == 1
+
+
+def test_a_fork_without_maintainer_edits_gets_a_patch(world: World) -> None:
+    world.sign_in("alice")
+    number = world.fork_pull(maintainer_can_modify=False)
+    head = world.double.branch_sha(FORK, "patch")
+    job = world.wait(world.comment("/agent rebase", "alice", number))
+    assert job.state == JobState.SUCCEEDED and job.result["outcome"] == "patch", job.result
+    assert not world.double.pushes and world.double.branch_sha(FORK, "patch") == head
+    (result,) = world.user_comments("alice", number)
+    assert "git am" in result.body and "Subject: [PATCH] Add patch" in result.body
+
+
+def test_a_fork_with_maintainer_edits_is_pushed_to_the_fork(world: World) -> None:
+    world.sign_in("alice")
+    number = world.fork_pull(maintainer_can_modify=True)
+    old = world.double.branch_sha(FORK, "patch")
+    job = world.wait(world.comment("/agent rebase", "alice", number))
+    assert job.state == JobState.SUCCEEDED and job.result["outcome"] == "pushed", job.result
+    (push,) = world.double.pushes
+    assert (push.repo, push.identity.login) == (FORK, "alice")
+    assert [(u.ref, u.old) for u in push.updates] == [("refs/heads/patch", old)]
+    main, new = world.double.branch_sha(REPO, "main"), world.double.branch_sha(FORK, "patch")
+    assert git(world.double, "merge-base", "--is-ancestor", str(main), str(new), repo=FORK) == ""
+
+
+def test_a_fork_that_refuses_the_persons_push_gets_a_patch(world: World) -> None:
+    # erin may trigger here (triage) but may not write, so the fork is not hers to edit
+    world.double.commit(REPO, "main", {".github/onloop.yml": "trigger_permission: triage\n"})
+    world.double.set_permission(REPO, "erin", "triage")
+    world.sign_in("erin")
+    number = world.fork_pull(maintainer_can_modify=True)
+    job = world.wait(world.comment("/agent rebase", "erin", number))
+    assert job.state == JobState.SUCCEEDED and job.result["outcome"] == "patch", job.result
+    assert not world.double.pushes
+    (result,) = world.user_comments("erin", number)
+    assert "git am" in result.body

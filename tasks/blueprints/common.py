@@ -3,25 +3,35 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from github.PullRequest import PullRequest
 from github.Repository import Repository
 from sqlalchemy import update
 
 import app.github as gh
+from app import audit
+from app.egress_config import narrow_egress
 from app.models import Job
 from app.repo_config import RepoConfig
-from tasks.context import JobContext, JobFailed, WaitForAuthorization
-from tasks.notices import ask_to_authorize, notice, refuse
-from tasks.people import NeedsAuthorization, permitted, role_of, user_token
-from tasks.repo_settings import LoadedConfig, load_repo_config
-from tasks.sandbox.base import ExecResult, Sandbox
-from tasks.sandbox.job import JobSandbox, collect_commits, job_sandbox
+from app.telemetry import telemetry
+from tasks.blast_radius import check_diff, describe
+from tasks.blueprints.start import act_as, check_policy, effective_config, installation_repo
+from tasks.context import Cancelled, JobContext, JobFailed, WaitForAuthorization
+from tasks.git_auth import GitError
+from tasks.notices import ask_to_authorize, notice
+from tasks.people import NeedsAuthorization, as_person, user_token
+from tasks.repo_settings import LoadedConfig
+from tasks.sandbox.base import ExecResult, Sandbox, SandboxError
+from tasks.sandbox.egress_policy import refusal_message
+from tasks.sandbox.job import JobSandbox, SetupFailed, collect_commits, job_sandbox
 from tasks.workplace import Workplace, workplace
 
 TRAILER = "Onloop-Job"
+__all__ = ["TRAILER", "Session", "act_as", "begin", "installation_repo", "run"]
 
 
 @dataclass
@@ -73,39 +83,74 @@ class Session:
     ) -> Iterator[JobSandbox]:
         """A started sandbox with `rev` checked out (and the repo's setup done); removed after."""
         place, name = self.place, self.repo.full_name
-        with job_sandbox(
-            place.backend,
-            place.cache,
-            job_id=str(self.ctx.job.id),
-            repo=name,
-            clone_url=clone_url or self.repo.clone_url,
-            rev=rev,
-            image=self.config.sandbox.image or self.ctx.settings.sandbox_image,
-            workspace_root=place.workspaces,
-            limits=place.limits(self.config.sandbox.timeout),
-            token=self.install_token,
-            refs=refs,
-            branch=branch,
-            setup=self.config.sandbox.setup,
-            snapshots=place.snapshots,
-            pool=place.pool,
-        ) as js:
-            yield js
+        started = time.monotonic()
+        gateway, egress = place.gateway, self.config.sandbox.egress
+        if egress is None:  # unset: the default registries (pypi, npm)
+            egress = narrow_egress(None, None)[0]
+        try:
+            with job_sandbox(
+                place.backend,
+                place.cache,
+                job_id=str(self.ctx.job.id),
+                repo=name,
+                clone_url=clone_url or self.repo.clone_url,
+                rev=rev,
+                image=self.config.sandbox.image or self.ctx.settings.sandbox_image,
+                workspace_root=place.workspaces,
+                limits=place.limits(self.config.sandbox.timeout),
+                token=self.install_token,
+                refs=refs,
+                branch=branch,
+                setup=self.config.sandbox.setup,
+                snapshots=place.snapshots,
+                pool=place.pool,
+                gateway=gateway,
+                egress=gateway.policy(egress) if gateway is not None else None,
+            ) as js:
+                js.sandbox.observers.append(self._audit_command)
+                if js.refused:
+                    self.notes.append(refusal_message(js.refused))
+                telemetry(self.ctx.settings.redis_url).observe(
+                    "sandbox_start_seconds", time.monotonic() - started
+                )
+                with self.ctx.cancel_watch(js.sandbox.stop):  # /agent cancel stops it now
+                    yield js
+        except SetupFailed as exc:
+            raise JobFailed(
+                f"the repository's setup command (`sandbox.setup`) failed with exit code "
+                f"{exc.result.exit_code}. {exc.hint}".strip(),
+                log=exc.result.output[-3000:],
+                refused=[str(r) for r in exc.refused],
+            ) from None
+        except SandboxError:
+            if self.ctx.cancel.is_set():
+                raise Cancelled() from None
+            raise
 
-    def commit(self, box: Sandbox, subject: str, body: str = "") -> bool:
+    def _audit_command(self, argv: list[str], result: ExecResult) -> None:
+        audit.record_command(
+            self.ctx.db,
+            repo=self.repo.full_name,
+            job_id=self.ctx.job.id,
+            argv=argv,
+            exit_code=result.exit_code,
+        )
+
+    def commit(self, box: Sandbox, subject: str, *, trailers: Sequence[str] = ()) -> bool:
         """Commit everything the job changed in the sandbox, with the trailer that marks
         onloop's own work; False when there was nothing to commit."""
         env = self.identity()
-        run(box, ["git", "add", "--all", "--", ".", ":(exclude)TASK.md"], "stage the changes")
+        run(box, ["git", "add", "--all"], "stage the changes")
         staged = box.exec(["git", "diff", "--cached", "--quiet"])
         if staged.exit_code == 0:
             return False
         bot = self.ctx.settings.bot_login or "onloop[bot]"
-        trailers = (
-            f"{TRAILER}: {self.ctx.job.id}\nCo-authored-by: {bot} <{bot}@users.noreply.github.com>"
-        )
-        paragraphs = [subject, *([body.strip()] if body.strip() else []), trailers]
-        message = [arg for p in paragraphs for arg in ("-m", p)]
+        lines = [
+            f"{TRAILER}: {self.ctx.job.id}",
+            *trailers,
+            f"Co-authored-by: {bot} <{bot}@users.noreply.github.com>",
+        ]
+        message = ["-m", subject, "-m", "\n".join(lines)]
         run(box, ["git", "commit", "--quiet", "--no-verify", *message], "commit", env=env)
         return True
 
@@ -115,6 +160,23 @@ class Session:
             box, self.place.cache, self.repo.full_name, base, f"refs/onloop/job-{self.ctx.job.id}"
         )
 
+    def guard(self, base: str, head: str) -> list[str]:
+        """Why the change from `base` to `head` must not be pushed (blast-radius rules,
+        checked in the mirror after the agent and fixers, before any push)."""
+        cache, name = self.place.cache, self.repo.full_name
+        with cache.lock(name, shared=True):
+            found = check_diff(cache.mirror_path(name), base, head, self.config)
+        audit.record(
+            self.ctx.db,
+            audit.BLAST_RADIUS,
+            repo=name,
+            job_id=self.ctx.job.id,
+            detail={"base": base, "head": head, "violations": [str(v) for v in found]},
+        )
+        if found:
+            self.notes.append(describe(found))
+        return [str(v) for v in found]
+
     def push(
         self, sha: str, branch: str, *, lease: str | None, clone_url: str | None = None
     ) -> None:
@@ -123,13 +185,34 @@ class Session:
         the `synchronize` our own push causes does not cancel this job as stale."""
         with self.ctx.db.session() as s:
             s.execute(update(Job).where(Job.id == self.ctx.job.id).values(head_sha=sha))
-        self.place.cache.push(
-            self.repo.full_name,
-            clone_url or self.repo.clone_url,
-            sha,
-            f"refs/heads/{branch}",
-            self.token,
-            lease=lease,
+
+        def push() -> None:
+            self.place.cache.push(
+                self.repo.full_name,
+                clone_url or self.repo.clone_url,
+                sha,
+                f"refs/heads/{branch}",
+                self.token,
+                lease=lease,
+            )
+
+        try:
+            as_person(self, push)
+        except GitError as exc:
+            if "stale info" in str(exc) or "rejected" in str(exc):
+                raise JobFailed(
+                    f"`{branch}` changed on GitHub while onloop worked, so nothing was pushed; "
+                    "ask again to work on its new head"
+                ) from None
+            raise
+        audit.record_push(
+            self.ctx.db,
+            repo=self.repo.full_name,
+            job_id=self.ctx.job.id,
+            ref=f"refs/heads/{branch}",
+            old=lease,
+            new=sha,
+            identity=self.login,
         )
 
 
@@ -147,19 +230,15 @@ def run(
     return done
 
 
-def installation_repo(ctx: JobContext) -> tuple[gh.InstallationToken, Repository]:
-    """The job's repository through an installation token narrowed to it (minted once)."""
-    if ctx.job.installation_id is None:
-        raise JobFailed("the delivery named no installation, so onloop cannot act on it")
-    token = gh.installation_token(
-        ctx.settings, ctx.job.installation_id, repositories=[ctx.job.repo.split("/", 1)[1]]
-    )
-    return token, gh.installation_client(ctx.settings, token).get_repo(ctx.job.repo)
-
-
-def begin(ctx: JobContext, verb: str) -> Session:
-    """Policy and authorisation before any work; refuses, or waits for the person's OAuth."""
-    install_token, repo = installation_repo(ctx)
+def begin(
+    ctx: JobContext,
+    verb: str,
+    found: tuple[gh.InstallationToken, Repository] | None = None,
+    pr: PullRequest | None = None,
+) -> Session:
+    """Policy and authorisation before any work; refuses, or waits for the person's OAuth.
+    `found` is the job's `installation_repo` and `pr` its pull request, when known already."""
+    install_token, repo = found or installation_repo(ctx)
     login = ctx.job.requested_by
     if ctx.command.get("authorization_expired"):
         notice(
@@ -171,13 +250,9 @@ def begin(ctx: JobContext, verb: str) -> Session:
         )
         raise JobFailed("authorization expired")
     with ctx.step("policy") as step:
-        loaded = load_repo_config(ctx.db, repo)
-        config = loaded.config
-        role = role_of(repo, login)
-        step["output"] = f"@{login} is {role}; {config.trigger_permission} needed"
-        if not permitted(role, config.trigger_permission):
-            refuse(ctx, repo, login, role, config.trigger_permission)
-            raise JobFailed("refused", role=role)
+        loaded = effective_config(ctx, repo)
+        role = check_policy(ctx, repo, loaded, login, pr)
+        step["output"] = f"@{login} is {role}; {loaded.config.trigger_permission} needed"
     with ctx.step("authorization"):
         try:
             token = user_token(ctx, login, ctx.job.requested_by_id)

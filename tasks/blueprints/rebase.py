@@ -13,6 +13,8 @@ from tasks.blueprints import Step, run_steps
 from tasks.blueprints.common import Session, begin
 from tasks.comments import details, upsert_comment
 from tasks.context import JobContext, JobFailed
+from tasks.git_auth import GitError
+from tasks.people import as_person
 
 
 @dataclass
@@ -55,7 +57,7 @@ def _rebase_in_sandbox(state: Rebase) -> str | None:
                 return "conflicts: " + ", ".join(state.conflicts)
         state.conflicts = []
         state.new_sha = job.collect(box, state.base_sha)
-        if state.fork and state.new_sha and not state.pr.maintainer_can_modify:
+        if state.fork and state.new_sha:  # in case onloop cannot push to the fork
             patch = box.exec(["git", "format-patch", "--stdout", f"{state.base_sha}..HEAD"])
             state.patch = patch.stdout
     return (
@@ -69,14 +71,26 @@ def _push(state: Rebase) -> str | None:
     if not state.new_sha or state.new_sha == state.head_sha:
         state.outcome = "up_to_date"
         return "already up to date"
-    if state.patch:
+    head_repo = state.pr.head.repo
+    if state.fork and (head_repo is None or not state.pr.maintainer_can_modify):
         state.outcome = "patch"
         return "fork without maintainer_can_modify: patch commented"
-    head_repo = state.pr.head.repo
     assert head_repo is not None
-    state.job.push(
-        state.new_sha, state.pr.head.ref, lease=state.head_sha, clone_url=head_repo.clone_url
-    )
+    new_sha = state.new_sha
+    try:
+        as_person(
+            state.job,
+            lambda: state.job.push(
+                new_sha, state.pr.head.ref, lease=state.head_sha, clone_url=head_repo.clone_url
+            ),
+        )
+    except GitError as exc:
+        # Edits by maintainers reach a fork only for those who may write to this repository
+        # (https://docs.github.com/en/pull-requests/collaborating-with-pull-requests/working-with-forks/allowing-changes-to-a-pull-request-branch-created-from-a-fork).
+        if not (state.fork and "returned error: 403" in exc.output):
+            raise
+        state.outcome = "patch"
+        return "the fork refused the push (403): patch commented"
     state.outcome = "pushed"
     return f"pushed {state.new_sha[:12]} with --force-with-lease={state.head_sha[:12]}"
 
@@ -91,9 +105,9 @@ def _report(state: Rebase) -> str | None:
         body = f"`{head}` is already based on the tip of `{base}`; nothing to do."
     elif state.outcome == "patch":
         body = (
-            f"`{head}` lives in a fork that does not allow edits from maintainers, so onloop did "
-            "not push. Apply this patch there (`git am`), or tick *Allow edits by "
-            "maintainers*.\n\n" + details("patch", state.patch, limit=60000)
+            f"`{head}` lives in a fork that onloop may not push to (it needs *Allow edits by "
+            "maintainers* ticked, and you need write access here), so it did not push. Apply "
+            "this patch there (`git am`).\n\n" + details("patch", state.patch, limit=60000)
         )
     else:
         files = "\n".join(f"- `{f}`" for f in state.conflicts) or "- (git listed none)"
@@ -104,11 +118,14 @@ def _report(state: Rebase) -> str | None:
             "# fix the files, git add them, then: git rebase --continue\n"
             "git push --force-with-lease\n```"
         )
-    upsert_comment(
-        state.job.user_repo.get_issue(state.pr.number),
-        f"job-{state.job.ctx.job.id}",
-        body,
-        state.job.login,
+    as_person(
+        state.job,
+        lambda: upsert_comment(
+            state.job.user_repo.get_issue(state.pr.number),
+            f"job-{state.job.ctx.job.id}",
+            body,
+            state.job.login,
+        ),
     )
     return state.outcome
 
@@ -121,6 +138,7 @@ STEPS: list[Step[Rebase]] = [
 
 
 def run_rebase(ctx: JobContext) -> dict[str, Any]:
+    ctx.plan = ["policy", "authorization", *(s.name for s in STEPS)]
     job = begin(ctx, "rebase")
     assert ctx.job.number is not None
     pr = job.repo.get_pull(ctx.job.number)

@@ -11,7 +11,7 @@ import stat
 import subprocess
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -180,6 +180,8 @@ class Sandbox(abc.ABC):
         self.started = time.monotonic()
         self.deadline = self.started + limits.job_timeout
         self.stopped = False
+        # Told of every command and its result (the audit log); never of the environment.
+        self.observers: list[Callable[[list[str], ExecResult], None]] = []
 
     @property
     def remaining(self) -> float:
@@ -202,7 +204,14 @@ class Sandbox(abc.ABC):
         if budget <= 0:
             self.stop()
             return ExecResult(-1, stderr="job time limit reached", timed_out=True)
-        return self._exec(argv(cmd), budget, environment, workdir)
+        args = argv(cmd)
+        result = self._exec(args, budget, environment, workdir)
+        for observe in self.observers:
+            try:
+                observe(args, result)
+            except Exception:
+                log.warning("sandbox exec observer failed", exc_info=True)
+        return result
 
     @abc.abstractmethod
     def _exec(

@@ -58,7 +58,7 @@ def reap_command(remove_all: bool) -> None:
     from tasks.sandbox.reaper import reap
 
     removed = reap(docker.from_env(), lambda _job: not remove_all, min_age=0)
-    click.echo(f"removed {len(removed)} container(s)")
+    click.echo(f"removed {len(removed)} container(s) and job network(s)")
     for name in removed:
         click.echo(f"  {name}")
 

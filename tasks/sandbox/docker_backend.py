@@ -9,6 +9,7 @@ import secrets
 import socket
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,8 @@ def create_kwargs(
     runtime: str | None = None,
     writable_root: bool = False,
     lifetime: float | None = None,
+    network: str | None = None,
+    mounts: Sequence[Mount] = (),
 ) -> dict[str, Any]:
     """Everything that locks a container down, in the Docker SDK's words."""
     uid, _ = exec_ids(limits)
@@ -80,7 +83,7 @@ def create_kwargs(
         "network_mode": "none",
         "read_only": not writable_root,
         "tmpfs": {TMP: f"rw,nosuid,nodev,size={limits.tmp_mb}m,mode=1777"},
-        "mounts": [Mount(target=WORKDIR, source=str(workspace), type="bind")],
+        "mounts": [Mount(target=WORKDIR, source=str(workspace), type="bind"), *mounts],
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges:true"],
         "ipc_mode": "private",
@@ -89,6 +92,9 @@ def create_kwargs(
         "memswap_limit": f"{limits.memory_mb}m",
         "nano_cpus": int(limits.cpus * 1e9),
     }
+    if network:  # setup's job network (tasks/sandbox/egress.py); otherwise none at all
+        del kwargs["network_mode"]
+        kwargs["network"] = network
     if runtime:
         kwargs["runtime"] = runtime
     return kwargs
@@ -265,8 +271,11 @@ class DockerBackend(SandboxBackend):
         limits: Limits | None = None,
         *,
         writable_root: bool = False,
+        network: str | None = None,
+        mounts: Sequence[Mount] = (),
     ) -> DockerSandbox:
-        """A running, locked-down container for `job_id`, workspace at /workspace."""
+        """A running, locked-down container for `job_id`, workspace at /workspace; on no
+        network, or (setup only) on `network` with extra `mounts` such as the download cache."""
         limits = limits or Limits()
         if limits.uid == 0:
             raise SandboxError("sandbox commands never run as root")
@@ -280,6 +289,8 @@ class DockerBackend(SandboxBackend):
             container_name(job_id),
             runtime=self.runtime,
             writable_root=writable_root,
+            network=network,
+            mounts=mounts,
         )
         container = self.run(kwargs)
         return DockerSandbox(self.client, container, job_id, workspace, limits)

@@ -10,13 +10,14 @@ import shutil
 import stat
 import tempfile
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tasks.git_auth import TokenLike, git
 from tasks.repo_cache import RepoCache
 from tasks.sandbox.base import ExecResult, Limits, Sandbox, SandboxBackend, SandboxError
-from tasks.sandbox.docker_backend import DockerSandbox
+from tasks.sandbox.docker_backend import DockerBackend, DockerSandbox, exec_ids
+from tasks.sandbox.egress import EgressGateway, EgressPolicy, Refusal, refusal_message
 from tasks.sandbox.pool import PoolSlot, WarmPool
 from tasks.sandbox.snapshots import DEPENDENCY_FILES, SnapshotStore
 
@@ -25,11 +26,18 @@ BUNDLE = ".onloop-out.bundle"
 
 
 class SetupFailed(SandboxError):
-    """The repository's `sandbox.setup` command failed; `result` says how."""
+    """The repository's `sandbox.setup` command failed; `result` says how, `refused` which
+    connections the egress proxy refused meanwhile (`hint` says it in words)."""
 
-    def __init__(self, result: ExecResult) -> None:
+    def __init__(self, result: ExecResult, refused: Sequence[Refusal] = ()) -> None:
         super().__init__(f"setup failed with exit code {result.exit_code}")
         self.result = result
+        self.refused = list(refused)
+
+    @property
+    def hint(self) -> str:
+        """The refusals in words, for the status comment and check run ('' if none)."""
+        return refusal_message(self.refused)
 
 
 @dataclass
@@ -44,6 +52,7 @@ class JobSandbox:
     snapshot: str | None
     pooled: bool  # a warm pool container
     primed: bool  # ...whose workspace held this repository already
+    refused: list[Refusal] = field(default_factory=list)  # by the egress proxy during setup
 
 
 @contextlib.contextmanager
@@ -64,20 +73,28 @@ def job_sandbox(
     setup: str | None = None,
     snapshots: SnapshotStore | None = None,
     pool: WarmPool | None = None,
+    gateway: EgressGateway | None = None,
+    egress: EgressPolicy | None = None,
 ) -> Iterator[JobSandbox]:
     """A started sandbox with `rev` of `repo` checked out at /workspace; always removed.
 
     The mirror is fetched only when it lacks `rev` (the token stays in the worker). With
     `setup` and `snapshots`, the first job for a dependency key runs setup in a writable
-    container and commits it; later jobs start from that image and skip setup.
+    container and commits it; later jobs start from that image and skip setup. With a
+    `gateway` and a non-empty `egress` policy (Docker only), setup reaches the allowed
+    registries through the gateway's proxy; everything after it runs with no network.
     """
     limits = limits or Limits()
     cache.ensure(repo, clone_url, token, sha=rev, refs=refs)
     sha = git(["rev-parse", "--verify", f"{rev}^{{commit}}"], cache.mirror_path(repo))
     commit = sha.stdout.strip()
     run_image, key, need_setup = image, None, bool(setup)
+    if not isinstance(backend, DockerBackend) or gateway is None or not egress:
+        gateway = egress = None  # setup runs with no network, as every other command
     if setup and snapshots is not None:
-        key = snapshots.key(image, setup, cache.dependency_blobs(repo, commit, DEPENDENCY_FILES))
+        keyed = setup if egress is None else f"{setup}\n# egress {egress.fingerprint()}"
+        blobs = cache.dependency_blobs(repo, commit, DEPENDENCY_FILES)
+        key = snapshots.key(image, keyed, blobs)
         found = snapshots.find(repo, key)
         if found:
             run_image, need_setup = found, False
@@ -89,14 +106,25 @@ def job_sandbox(
     workspace = slot.workspace if slot else _fresh(workspace_root, job_id)
     sandbox: Sandbox | None = None
     setup_result: ExecResult | None = None
+    refused: list[Refusal] = []
     try:
         if primed:  # only move the checkout to the commit
             cache.refresh(repo, commit, workspace, branch=branch, origin_url=clone_url)
         else:
             cache.checkout(repo, commit, workspace, branch=branch, origin_url=clone_url)
         if need_setup and setup:
-            setup_result, run_image = _setup(
-                backend, snapshots, job_id, repo, image, workspace, limits, setup, key
+            setup_result, run_image, refused = _setup(
+                backend,
+                snapshots,
+                job_id,
+                repo,
+                image,
+                workspace,
+                limits,
+                setup,
+                key,
+                gateway,
+                egress,
             )
         if slot is not None:
             sandbox, slot = slot.activate(job_id, limits), None
@@ -111,6 +139,7 @@ def job_sandbox(
             snapshot=run_image if run_image != image else None,
             pooled=pooled,
             primed=primed,
+            refused=refused,
         )
     finally:
         if sandbox is not None:
@@ -138,17 +167,41 @@ def _setup(
     limits: Limits,
     setup: str,
     key: str | None,
-) -> tuple[ExecResult, str]:
-    """Run `setup`; with a snapshot store, in a writable container that is then committed."""
+    gateway: EgressGateway | None = None,
+    egress: EgressPolicy | None = None,
+) -> tuple[ExecResult, str, list[Refusal]]:
+    """Run `setup`; with a snapshot store, in a writable container that is then committed;
+    with a gateway, on the job's own network with the proxy as its only way out."""
     writable = snapshots is not None and key is not None
-    with backend.start(job_id, image, workspace, limits, writable_root=writable) as box:
-        result = box.exec(setup)
+    with contextlib.ExitStack() as stack:
+        if gateway is not None and egress is not None and isinstance(backend, DockerBackend):
+            uid, gid = exec_ids(limits)
+            net = stack.enter_context(gateway.session(job_id, egress, uid, gid))
+            box: Sandbox = backend.start(
+                job_id,
+                image,
+                workspace,
+                limits,
+                writable_root=writable,
+                network=net.network,
+                mounts=net.mounts,
+            )
+            env, refusals = net.env, net.refused
+        else:
+            box = backend.start(job_id, image, workspace, limits, writable_root=writable)
+            env, refusals = {}, list
+        stack.callback(box.stop)  # before the network goes
+        result = box.exec(setup, env=env)
+        refused = refusals()
+        if refused:
+            log.info("job %s: %s", job_id, refusal_message(refused))
         if not result.ok:
-            raise SetupFailed(result)
+            raise SetupFailed(result, refused)
         if not writable or not isinstance(box, DockerSandbox):
-            return result, image
+            return result, image, refused
         assert snapshots is not None and key is not None
-        return result, snapshots.create(box, repo, key, image)
+        return result, snapshots.create(box, repo, key, image), refused
+    raise AssertionError("unreachable")
 
 
 def read_workspace_file(workspace: Path, relpath: str, dest: Path, limit: int = 2**31) -> Path:

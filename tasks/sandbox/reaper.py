@@ -1,4 +1,4 @@
-"""The reaper: removes every onloop container whose job is no longer running."""
+"""The reaper: removes every onloop container and job network whose job is no longer running."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import os
 import socket
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import docker
@@ -97,4 +98,46 @@ def reap(
                 log.info("reaper removed %s (job %s, host %s)", name, job, labels.get(HOST_LABEL))
         except docker.errors.APIError:
             log.warning("reaper could not remove %s", name, exc_info=True)
+    return removed + reap_networks(client, is_running, min_age=min_age)
+
+
+def created_at(text: str) -> float:
+    """Docker's RFC 3339 time (nanoseconds, Z or an offset) as a Unix time; 0 if unreadable."""
+    head, dot, rest = text.strip().replace("Z", "+00:00").partition(".")
+    if dot:  # Python takes at most microseconds
+        digits = "".join(c for c in rest if c.isdigit())
+        head += "." + digits[:6] + rest[len(digits) :]
+    try:
+        stamp = datetime.fromisoformat(head)
+    except ValueError:
+        return 0.0
+    return (stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)).timestamp()
+
+
+def reap_networks(
+    client: docker.DockerClient, is_running: IsRunning, *, min_age: float = 60.0
+) -> list[str]:
+    """Remove setup networks (tasks/sandbox/egress.py) whose job is not running; their names.
+    Their proxies are containers with the job's label, removed by `reap` just before."""
+    from tasks.sandbox.egress import remove_network
+
+    removed: list[str] = []
+    now = time.time()
+    for info in client.api.networks(filters={"label": JOB_LABEL}):
+        job = (info.get("Labels") or {}).get(JOB_LABEL, "")
+        name = str(info.get("Name", "?"))
+        if now - created_at(str(info.get("Created", ""))) < min_age:
+            continue
+        try:
+            if job and is_running(job):
+                continue
+        except Exception:
+            log.warning("reaper: cannot tell whether job %s runs; keeping %s", job, name)
+            continue
+        try:
+            if remove_network(client, str(info["Id"])):
+                removed.append(name)
+                log.info("reaper removed network %s (job %s)", name, job)
+        except docker.errors.APIError:
+            log.warning("reaper could not remove network %s", name, exc_info=True)
     return removed

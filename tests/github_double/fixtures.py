@@ -42,14 +42,24 @@ def github_double_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[G
     double.close()
 
 
+# The one module whose tests merge and approve on purpose: they check that the double refuses.
+REFUSAL_TESTS = "tests.test_github_double"
+
+
 @pytest.fixture
-def github_double(github_double_server: GitHubDouble) -> Iterator[GitHubDouble]:
-    """The double with a clean world; fails the test if the double itself hit a bug."""
+def github_double(
+    github_double_server: GitHubDouble, request: pytest.FixtureRequest
+) -> Iterator[GitHubDouble]:
+    """The double with a clean world; fails the test if the double itself hit a bug, or if
+    anything asked it to merge or approve (onloop never does, across the whole suite)."""
     github_double_server.reset()
     yield github_double_server
     errors = list(github_double_server.errors)
     if errors:
         pytest.fail("GitHub double raised:\n" + "\n".join(errors), pytrace=False)
+    refused = [f"{r.kind} {r.repo}#{r.number}" for r in github_double_server.refusals]
+    if refused and request.module.__name__ != REFUSAL_TESTS:
+        pytest.fail("onloop must never merge or approve, yet: " + ", ".join(refused), pytrace=False)
 
 
 @pytest.fixture

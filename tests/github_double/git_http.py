@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, BinaryIO
 
-from tests.github_double import gitrepo
+from tests.github_double import forks, gitrepo
 from tests.github_double.api import ApiError
 from tests.github_double.auth import authorize, credential, identify
 from tests.github_double.model import ANONYMOUS, Call, Identity, Push, RefUpdate, Repo
@@ -104,14 +104,20 @@ def serve(
     rest = match["rest"]
     write = rest == "git-receive-pack" or "service=git-receive-pack" in query
     state.record(call)  # on arrival; status filled in when answered
+    only: dict[str, str] = {}  # git config limiting a maintainer's push into a fork
     with state.lock:
         repo = state.find_repo(f"{match['owner']}/{match['name']}")
         try:
             ident = _authenticate(state, headers, repo, write)
         except Denied as exc:
-            call.status, call.identity = exc.status, exc.identity
-            _plain(h, exc.status, exc.message)
-            return
+            allowed = forks.maintainer_branches(state, repo, exc.identity) if repo else []
+            if not (write and exc.status == 403 and allowed):
+                call.status, call.identity = exc.status, exc.identity
+                _plain(h, exc.status, exc.message)
+                return
+            ident, only = exc.identity, forks.push_only_to(allowed)
+        if repo is not None and not write and rest == "info/refs":
+            forks.sync_pull_refs(state, repo)
     assert repo is not None
     call.identity = ident
     fault = state.take_fault(call.method, call.path)
@@ -135,6 +141,7 @@ def serve(
         "SERVER_PROTOCOL": "HTTP/1.1",
         "GATEWAY_INTERFACE": "CGI/1.1",
     }
+    env.update(only)
     for name, value in headers.items():
         if name not in ("authorization", "content-type", "content-length"):
             env["HTTP_" + name.upper().replace("-", "_")] = value

@@ -3,7 +3,17 @@
 from __future__ import annotations
 
 from tests.github_double.api import Route
-from tests.github_double.handlers import apps, issues, pulls, repos
+from tests.github_double.handlers import (
+    actions,
+    apps,
+    checks,
+    issues,
+    manifests,
+    oauth,
+    pulls,
+    repos,
+    review_threads,
+)
 
 R = "/repos/{owner}/{repo}"
 
@@ -17,6 +27,7 @@ ROUTES: list[Route] = [
     Route("GET", "/app/hook/deliveries", apps.list_deliveries),
     Route("GET", "/app/hook/deliveries/{id:int}", apps.get_delivery),
     Route("POST", "/app/hook/deliveries/{id:int}/attempts", apps.redeliver),
+    Route("POST", "/app-manifests/{code}/conversions", manifests.convert),
     # users
     Route("GET", "/user", repos.get_authenticated_user),
     Route("GET", "/users/{user}", repos.get_user),
@@ -26,6 +37,7 @@ ROUTES: list[Route] = [
     Route("GET", R + "/contents/{path:path}", repos.get_contents),
     Route("GET", R + "/branches/{branch:path}", repos.get_branch),
     Route("GET", R + "/commits/{sha}/pulls", pulls.commit_pulls),
+    Route("GET", R + "/commits/{ref}/check-runs", checks.list_for_ref),
     Route("GET", R + "/commits/{ref:path}", repos.get_commit),
     Route("GET", R + "/collaborators/{user}/permission", repos.collaborator_permission),
     # issues, comments, reactions, labels
@@ -42,6 +54,12 @@ ROUTES: list[Route] = [
     Route("POST", R + "/issues/{number:int}/comments", issues.create_comment),
     Route("POST", R + "/issues/{number:int}/labels", issues.add_labels),
     Route("DELETE", R + "/issues/{number:int}/labels/{name}", issues.remove_label),
+    # GitHub Actions: runs, jobs, logs; the check runs of their suites
+    Route("GET", R + "/actions/runs", actions.list_runs),
+    Route("GET", R + "/actions/runs/{id:int}", actions.get_run),
+    Route("GET", R + "/actions/runs/{id:int}/jobs", actions.list_run_jobs),
+    Route("GET", R + "/actions/jobs/{id:int}/logs", actions.job_logs),
+    Route("GET", R + "/check-suites/{id:int}/check-runs", actions.suite_check_runs),
     # pull requests and reviews (merging and approving are refused)
     Route("GET", R + "/pulls", pulls.list_pulls),
     Route("POST", R + "/pulls", pulls.create_pull),
@@ -51,8 +69,20 @@ ROUTES: list[Route] = [
     Route("GET", R + "/pulls/{number:int}/reviews", pulls.list_reviews),
     Route("POST", R + "/pulls/{number:int}/reviews", pulls.create_review),
     Route("POST", R + "/pulls/{number:int}/reviews/{id:int}/events", pulls.submit_review),
+    Route("GET", R + "/pulls/{number:int}/comments", review_threads.list_comments),
+    Route("GET", R + "/pulls/{number:int}/files", review_threads.list_files),
+    # check runs (only installations may write them)
+    Route("POST", R + "/check-runs", checks.create),
+    Route("GET", R + "/check-runs/{id:int}", checks.get),
+    Route("PATCH", R + "/check-runs/{id:int}", checks.update),
 ]
 
 # Web pages at the double's root (settings.github_url), e.g. /login/oauth/authorize and
 # /login/oauth/access_token; handlers may answer bytes (HTML, form-encoded) with a Content-Type.
-WEB_ROUTES: list[Route] = []
+WEB_ROUTES: list[Route] = [
+    Route("POST", "/settings/apps/new", manifests.new_app),
+    Route("POST", "/organizations/{org}/settings/apps/new", manifests.new_app),
+    Route("GET", "/login/oauth/authorize", oauth.authorize),
+    Route("POST", "/login/oauth/access_token", oauth.access_token),
+    Route("GET", "/_actions/logs/{key}", actions.download_log),
+]

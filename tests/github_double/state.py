@@ -11,6 +11,8 @@ from pathlib import Path
 
 from tests.github_double import gitrepo
 from tests.github_double.activity import Activity
+from tests.github_double.handlers.actions import Actions
+from tests.github_double.handlers.checks import Checks
 from tests.github_double.model import (
     ROLES,
     App,
@@ -22,6 +24,7 @@ from tests.github_double.model import (
     Token,
     User,
 )
+from tests.github_double.oauth import OAuthState
 from tests.github_double.recording import Recorder
 
 DEFAULT_PERMISSIONS = {
@@ -29,7 +32,7 @@ DEFAULT_PERMISSIONS = {
     "contents": "write",
     "issues": "write",
     "pull_requests": "write",
-    "checks": "read",
+    "checks": "write",
     "statuses": "read",
     "actions": "read",
 }
@@ -60,6 +63,9 @@ class State(Activity, Recorder):
         self.reviews: dict[int, Review] = {}
         self.tokens: dict[str, Token] = {}
         self.deliveries: list[Delivery] = []
+        self.oauth = OAuthState(self)  # sign-in, codes, refresh tokens (oauth.py)
+        self.actions = Actions()  # workflow runs, jobs and logs (handlers/actions.py)
+        self.checks = Checks()  # check runs made by apps (handlers/checks.py)
         self.user(app.bot_login, type="Bot")
         self.user(app.owner)
 

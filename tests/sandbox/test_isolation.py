@@ -65,11 +65,12 @@ def test_writes_outside_the_workspace_fail(start: StartFn, tmp_path: Path) -> No
     for path in ("/x", "/etc/x", "/usr/x", "/usr/bin/x", "/var/x", "/opt/x", "/home/x"):
         res = sb.exec(["sh", "-c", f"echo pwned > {path}"])
         assert res.exit_code != 0, path
-    ok = sb.exec("echo kept > /workspace/out.txt && echo scratch > /tmp/scratch && id -u")
+    name = f"onloop-scratch-{uuid.uuid4().hex}"
+    ok = sb.exec(f"echo kept > /workspace/out.txt && echo scratch > /tmp/{name} && id -u")
     assert ok.exit_code == 0, ok
     assert ok.stdout.strip() != "0"  # never root
     assert (sb.workspace / "out.txt").read_text() == "kept\n"
-    assert not any(p.name == "scratch" for p in Path("/tmp").iterdir())
+    assert not any(p.name == name for p in Path("/tmp").iterdir())  # the sandbox's own /tmp
 
 
 FORKS = """

@@ -7,6 +7,7 @@ import time
 from tests.github_double import gitrepo, shapes
 from tests.github_double.api import ApiError, Ctx, Response, not_found, paginate
 from tests.github_double.auth import authorize
+from tests.github_double.handlers import review_threads
 from tests.github_double.model import Issue, Refusal, Repo, Review
 
 NEVER = "onloop must never {what}: the GitHub double refuses it"
@@ -199,6 +200,10 @@ def create_review(ctx: Ctx) -> Response:
     authorize(ctx.state, ctx.identity, repo, "pull_requests", "write", role="read")
     if event not in ("COMMENT", "REQUEST_CHANGES", "PENDING"):
         raise ApiError(422, "Unprocessable Entity", [f"Invalid event: {event}"])
+    if event == "REQUEST_CHANGES" and ctx.identity.login == issue.user:
+        raise ApiError(
+            422, "Unprocessable Entity", ["Can not request changes on your own pull request"]
+        )
     assert issue.pull is not None
     review = Review(
         ctx.state.next_id(),
@@ -208,7 +213,7 @@ def create_review(ctx: Ctx) -> Response:
         event,
         body.get("body") or "",
         body.get("commit_id") or issue.pull.head_sha,
-        list(body.get("comments") or []),
+        review_threads.check_comments(ctx, repo, issue, list(body.get("comments") or [])),
         time.time(),
     )
     ctx.state.reviews[review.id] = review

@@ -1,0 +1,331 @@
+"""How onloop's PyGithub clients behave on the wire: rate-limit waits, serialised writes,
+write observers (the audit log) and conditional reads with ETags."""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import threading
+import time
+import urllib.parse
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+from github import Github, GithubRetry
+from github.GithubException import RateLimitExceededExceedsMaxWait
+from github.GithubObject import GithubObject
+from github.Requester import Requester
+from urllib3.util.retry import Retry
+
+from app.telemetry import Telemetry
+
+log = logging.getLogger("onloop.github")
+
+# A job never sleeps longer than this inside one request; past it the request fails with
+# RateLimitExceededExceedsMaxWait and the job can be queued again instead.
+MAX_RATE_LIMIT_WAIT = 900.0
+WRITE_LOCK_TIMEOUT = 120.0  # seconds a Redis write lock lives if its holder dies
+WRITE_LOCK_WAIT = 300.0  # seconds to wait for it before writing anyway
+_READS = frozenset({"GET", "HEAD"})
+
+
+class RateLimitRetry(GithubRetry):
+    """PyGithub's retry (secondary limits with Retry-After, 5xx), plus the primary limit:
+    a 403 or 429 with `x-ratelimit-remaining: 0` waits until `x-ratelimit-reset`
+    (https://docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api#exceeding-the-rate-limit)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("status_forcelist", [429, *range(500, 600)])
+        kwargs.setdefault("max_rate_limit_wait", MAX_RATE_LIMIT_WAIT)
+        kwargs.setdefault("total", 10)
+        kwargs.setdefault("backoff_factor", 0.5)
+        super().__init__(**kwargs)
+
+    def increment(  # type: ignore[override]
+        self,
+        method: str | None = None,
+        url: str | None = None,
+        response: Any = None,
+        error: Exception | None = None,
+        _pool: Any = None,
+        _stacktrace: Any = None,
+    ) -> Retry:
+        wait = primary_limit_wait(response)
+        if wait is None:
+            return super().increment(method, url, response, error, _pool, _stacktrace)
+        limit = self.max_rate_limit_wait
+        if limit is not None and wait > limit:
+            raise RateLimitExceededExceedsMaxWait(
+                response.status,
+                {"message": "primary rate limit"},
+                dict(response.headers),
+                wait=wait,
+            )
+        retry = Retry.increment(self, method, url, response, error, _pool, _stacktrace)
+        # urllib3 sleeps get_backoff_time() when there is no Retry-After (GithubRetry does
+        # the same for the limits it knows).
+        retry.get_backoff_time = lambda: wait  # type: ignore[method-assign]
+        log.info("GitHub primary rate limit: waiting %.0fs for x-ratelimit-reset", wait)
+        return retry
+
+
+def primary_limit_wait(response: Any, now: float | None = None) -> float | None:
+    """Seconds until `x-ratelimit-reset` when `response` says the primary limit is used up
+    (and gives no Retry-After, which wins when present); None otherwise."""
+    if response is None or response.status not in (403, 429):
+        return None
+    headers = response.headers
+    if headers.get("Retry-After") or headers.get("x-ratelimit-remaining") != "0":
+        return None
+    reset = headers.get("x-ratelimit-reset")
+    if reset is None or not str(reset).isdigit():
+        return None
+    return max(0.0, int(reset) - (now or time.time())) + 1.0
+
+
+@dataclass(frozen=True)
+class Who:
+    """Whose credentials a client carries: the token kind and identity the audit log names,
+    and the key its writes are serialised under. Never the token itself."""
+
+    kind: str  # "app" | "installation" | "user"
+    identity: str  # "onloop[bot]", a user's login, "app:<id>"
+    lock_key: str  # "installation:<id>", "user:<login>", "app:<id>"
+
+
+@dataclass(frozen=True)
+class GitHubWrite:
+    """One write request as onloop made it (after PyGithub's retries)."""
+
+    method: str
+    path: str  # the REST path without the API prefix and query: /repos/o/r/issues/1/comments
+    status: int  # 0 when no answer came back
+    token_kind: str
+    identity: str
+
+
+WriteObserver = Callable[[GitHubWrite], None]
+_observers: ContextVar[tuple[WriteObserver, ...]] = ContextVar("onloop_github_writes", default=())
+
+
+@contextmanager
+def observe_writes(observer: WriteObserver) -> Iterator[None]:
+    """Call `observer` for every non-GET request made by onloop's clients in this context
+    (this thread, or task), whichever client makes it."""
+    token = _observers.set((*_observers.get(), observer))
+    try:
+        yield
+    finally:
+        _observers.reset(token)
+
+
+def _notify(write: GitHubWrite) -> None:
+    for observer in _observers.get():
+        try:
+            observer(write)
+        except Exception:
+            log.exception("a GitHub write observer failed")
+
+
+class WriteSerializer:
+    """One write at a time per key: a lock in this process, and a Redis lock across
+    processes when Redis is configured. GitHub asks integrations not to make concurrent
+    writes for one identity (https://docs.github.com/en/rest/using-the-rest-api/best-practices-for-using-the-rest-api#avoid-concurrent-requests)."""
+
+    def __init__(self, redis_url: str | None) -> None:
+        self._redis = redis.Redis.from_url(redis_url) if redis_url else None
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def _local(self, key: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(key, threading.Lock())
+
+    @contextmanager
+    def hold(self, key: str) -> Iterator[None]:
+        with self._local(key):
+            if self._redis is None:
+                yield
+                return
+            lock = self._redis.lock(
+                f"onloop:github-writes:{key}",
+                timeout=WRITE_LOCK_TIMEOUT,
+                blocking_timeout=WRITE_LOCK_WAIT,
+            )
+            try:
+                held = bool(lock.acquire())
+            except redis.RedisError:  # Redis down: the in-process lock still holds
+                held = False
+            try:
+                yield
+            finally:
+                if held:
+                    try:
+                        lock.release()
+                    except redis.RedisError:
+                        log.warning("could not release the GitHub write lock %s", key)
+
+
+_serializers: dict[str | None, WriteSerializer] = {}
+_serializers_guard = threading.Lock()
+
+
+def serializer_for(redis_url: str | None) -> WriteSerializer:
+    """One WriteSerializer per Redis URL per process."""
+    with _serializers_guard:
+        if redis_url not in _serializers:
+            _serializers[redis_url] = WriteSerializer(redis_url)
+        return _serializers[redis_url]
+
+
+_who: weakref.WeakKeyDictionary[Requester, Who] = weakref.WeakKeyDictionary()
+
+
+def api_path(url: str, base_url: str) -> str:
+    """`url` (absolute, or relative to the API) as a REST path without prefix or query."""
+    path = urllib.parse.urlsplit(url).path
+    prefix = urllib.parse.urlsplit(base_url).path.rstrip("/")
+    if prefix and (path == prefix or path.startswith(prefix + "/")):
+        path = path[len(prefix) :] or "/"
+    return path
+
+
+def _measure(meter: Telemetry | None, verb: str, result: Any, kind: str) -> None:
+    """Count the call and keep the rate limit GitHub says is left for this kind of token."""
+    if meter is None:
+        return
+    meter.inc("github_api_calls", method=verb.upper(), status=int(result[0]))
+    headers = {str(k).lower(): v for k, v in (result[1] or {}).items()}
+    remaining = headers.get("x-ratelimit-remaining")
+    if remaining is not None and str(remaining).isdigit():
+        meter.set("github_rate_limit_remaining", float(remaining), token=kind)
+
+
+def instrument(
+    requester: Requester, who: Who, writes: WriteSerializer, meter: Telemetry | None = None
+) -> Requester:
+    """Serialise and report `requester`'s writes. PyGithub has no per-request hook
+    (https://github.com/PyGithub/PyGithub/issues/2865), so its three public send methods
+    are wrapped on this instance; every *AndCheck method and object update goes through them.
+    Requesters PyGithub derives with another laziness or API version are wrapped too."""
+    _who[requester] = who
+    base_url = requester.base_url
+    for name in ("requestJson", "requestMultipart", "requestBlob"):
+        send = getattr(requester, name)
+
+        def request(
+            verb: str, url: str, *args: Any, _send: Any = send, **kwargs: Any
+        ) -> tuple[int, dict[str, Any], str]:
+            if verb.upper() in _READS:
+                result = _send(verb, url, *args, **kwargs)
+                _measure(meter, verb, result, who.kind)
+                return result
+            status = 0
+            try:
+                with writes.hold(who.lock_key):
+                    result = _send(verb, url, *args, **kwargs)
+                status = int(result[0])
+                _measure(meter, verb, result, who.kind)
+                return result
+            finally:
+                path = api_path(url, base_url)
+                _notify(GitHubWrite(verb.upper(), path, status, who.kind, who.identity))
+
+        setattr(requester, name, request)
+    for name in ("withLazy", "withApiVersion"):
+        derive = getattr(requester, name)
+
+        def derived(*args: Any, _derive: Any = derive, **kwargs: Any) -> Requester:
+            new: Requester = _derive(*args, **kwargs)
+            return new if new is requester else instrument(new, who, writes, meter)
+
+        setattr(requester, name, derived)
+    return requester
+
+
+@dataclass(frozen=True)
+class _Cached:
+    etag: str
+    data: Any
+
+
+class ETagCache:
+    """Responses of repeated reads by (identity, URL); a conditional request that GitHub
+    answers 304 does not count against the rate limit
+    (https://docs.github.com/en/rest/using-the-rest-api/best-practices-for-using-the-rest-api#use-conditional-requests-if-appropriate)."""
+
+    def __init__(self, size: int = 512) -> None:
+        self.size = size
+        self._items: OrderedDict[tuple[str, str], _Cached] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+
+    def get(self, key: tuple[str, str]) -> _Cached | None:
+        with self._lock:
+            item = self._items.get(key)
+            if item is not None:
+                self._items.move_to_end(key)
+            return item
+
+    def put(self, key: tuple[str, str], item: _Cached) -> None:
+        with self._lock:
+            self._items[key] = item
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+
+ETAGS = ETagCache()
+
+
+def conditional_get(
+    client: Github | GithubObject,
+    url: str,
+    parameters: dict[str, Any] | None = None,
+    cache: ETagCache = ETAGS,
+) -> Any:
+    """GET `url` as JSON through `client` (a Github, or any object it made, e.g. a
+    Repository), sending the ETag of the last answer this identity got for it; a 304 returns
+    that answer again. Raises GithubException like PyGithub on an error status."""
+    requester = client.requester
+    who = _who.get(requester)
+    query = urllib.parse.urlencode(sorted((parameters or {}).items()))
+    key = (who.identity if who else "anonymous", f"{url}?{query}")
+    cached = cache.get(key)
+    headers = {"If-None-Match": cached.etag} if cached else {}
+    status, response_headers, body = requester.requestJson("GET", url, parameters, headers)
+    if status == 304 and cached is not None:
+        cache.hits += 1
+        return cached.data
+    data = json.loads(body) if body else None
+    if status >= 400:
+        raise requester.createException(status, response_headers, data or {})
+    etag = response_headers.get("etag")
+    if etag:
+        cache.put(key, _Cached(etag, data))
+    return data
+
+
+def conditional_contents(
+    client: Github | GithubObject, repo: str, path: str, ref: str
+) -> tuple[str, str] | None:
+    """A file's text and blob sha at `ref` through a conditional read; None when absent."""
+    from github import GithubException
+
+    try:
+        data = conditional_get(client, f"/repos/{repo}/contents/{path}", {"ref": ref})
+    except GithubException as exc:
+        if exc.status == 404:
+            return None
+        raise
+    if not isinstance(data, dict) or data.get("type") != "file":
+        return None
+    text = base64.b64decode(data.get("content") or "").decode("utf-8", "replace")
+    return text, str(data.get("sha"))

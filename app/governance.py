@@ -1,0 +1,230 @@
+"""Policy before any work: the kill switch, the rules a job must pass, its token's permissions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import delete, or_, select
+
+from app import audit
+from app.commands import Kind
+from app.db import Database
+from app.models import Pause
+from app.repo_config import PERMISSION_RANK, RepoConfig
+
+REPO, INSTALLATION = "repo", "installation"
+
+# The permissions each job kind's installation token is minted with (for its one
+# repository): reads, plus onloop's own comments. Everything a job changes in the code is
+# done with the person's own token, so no installation token can push
+# (https://docs.github.com/en/rest/apps/apps#create-an-installation-access-token-for-an-app).
+_BASE = {"metadata": "read", "contents": "read", "pull_requests": "read", "issues": "write"}
+TOKEN_PERMISSIONS: dict[str, dict[str, str]] = {
+    Kind.FIX_ISSUE: dict(_BASE),
+    Kind.REBASE_PR: dict(_BASE),
+    Kind.REVIEW_PR: dict(_BASE),
+    Kind.FIX_CI: {**_BASE, "checks": "read", "actions": "read", "statuses": "read"},
+    Kind.HELP: dict(_BASE),
+    Kind.STATUS: dict(_BASE),
+    Kind.CANCEL: dict(_BASE),
+}
+# The `commands:` entry of .github/onloop.yml that governs each kind (a label starts
+# fix_issue, but `fix` switched off means no fixing at all).
+KIND_COMMAND = {
+    Kind.FIX_CI: "fix",
+    Kind.FIX_ISSUE: "fix",
+    Kind.REBASE_PR: "rebase",
+    Kind.REVIEW_PR: "review",
+}
+# Kinds that push to the pull request's head branch, and so need edits from maintainers
+# when it lives in a fork (rebase_pr comments a patch instead).
+PUSHES_TO_HEAD = (Kind.FIX_CI,)
+
+
+def token_permissions(kind: str) -> dict[str, str]:
+    """The installation token permissions a job of `kind` needs; the narrowest set known."""
+    return dict(TOKEN_PERMISSIONS.get(kind, {"metadata": "read"}))
+
+
+# --- the kill switch -------------------------------------------------------------------
+
+
+def is_paused(db: Database, repo: str | None, installation_id: int | None) -> Pause | None:
+    """The pause that stops work on `repo` (or its installation), if there is one."""
+    targets = []
+    if repo:
+        targets.append((Pause.scope == REPO) & (Pause.target == repo.lower()))
+    if installation_id is not None:
+        targets.append((Pause.scope == INSTALLATION) & (Pause.target == str(installation_id)))
+    if not targets:
+        return None
+    with db.sessions() as s:
+        found = s.scalars(select(Pause).where(or_(*targets)).order_by(Pause.scope)).first()
+        if found is not None:
+            s.expunge(found)
+        return found
+
+
+def _target(scope: str, target: str) -> str:
+    if scope == REPO:
+        if target.count("/") != 1 or not all(target.split("/")):
+            raise ValueError(f"a repository is owner/name, not {target!r}")
+        return target.lower()
+    if scope == INSTALLATION:
+        return str(int(target))
+    raise ValueError(f"unknown pause scope {scope!r}")
+
+
+def pause(
+    db: Database, scope: str, target: str, *, reason: str | None = None, by: str | None = None
+) -> Pause:
+    """Stop new work for a repository (owner/name) or an installation (its id); idempotent."""
+    key = _target(scope, target)
+    with db.session() as s:
+        row = s.get(Pause, (scope, key))
+        if row is None:
+            row = Pause(scope=scope, target=key, reason=reason, paused_by=by)
+            s.add(row)
+        elif reason:
+            row.reason = reason
+        s.flush()
+        s.expunge(row)
+    audit.record(
+        db,
+        audit.PAUSE,
+        repo=key if scope == REPO else None,
+        actor=by,
+        detail={"scope": scope, "target": key, "reason": reason},
+    )
+    return row
+
+
+def resume(db: Database, scope: str, target: str, *, by: str | None = None) -> bool:
+    """Lift a pause; False when there was none."""
+    key = _target(scope, target)
+    with db.session() as s:
+        gone = s.execute(delete(Pause).where(Pause.scope == scope, Pause.target == key))
+        lifted = bool(gone.rowcount)  # type: ignore[attr-defined]
+    if lifted:
+        audit.record(
+            db,
+            audit.RESUME,
+            repo=key if scope == REPO else None,
+            actor=by,
+            detail={"scope": scope, "target": key},
+        )
+    return lifted
+
+
+def pauses(db: Database) -> list[Pause]:
+    with db.sessions() as s:
+        rows = list(s.scalars(select(Pause).order_by(Pause.created_at)))
+        for row in rows:
+            s.expunge(row)
+        return rows
+
+
+# --- the rules -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the policy looks at: the job, the person (and their role) and the pull request."""
+
+    kind: str
+    repo: str
+    requested_by: str
+    role: str  # people.role_of(); for automatic jobs, whoever the caller holds responsible
+    automatic: bool = False  # fix_ci started by a failing run, not by a person
+    fork: bool = False  # the pull request's head lives in another repository
+    maintainer_can_modify: bool = False
+    ci_fix_attempts: int = 0  # automatic fix_ci jobs already run for this pull request
+
+
+@dataclass(frozen=True)
+class Verdict:
+    allowed: bool
+    rule: str  # the rule that decided: "ok", "kill_switch", "bots", "commands", ...
+    message: str = ""  # for the person, when refused
+
+    def as_detail(self) -> dict[str, object]:
+        return {"allowed": self.allowed, "rule": self.rule, "message": self.message}
+
+
+ALLOWED = Verdict(True, "ok")
+
+
+def _is_bot(login: str) -> bool:
+    return login.endswith("[bot]")
+
+
+def verdict(req: Request, config: RepoConfig, paused: Pause | None = None) -> Verdict:
+    """The first rule `req` breaks under `config` (the effective one), or ALLOWED. Pure."""
+    if paused is not None:
+        what = "this repository" if paused.scope == REPO else "this installation"
+        why = f": {paused.reason}" if paused.reason else ""
+        return Verdict(False, "kill_switch", f"onloop is paused for {what}{why}.")
+    if _is_bot(req.requested_by) and not req.automatic:
+        return Verdict(False, "bots", f"{req.requested_by} is a bot; bots cannot start work.")
+    command = KIND_COMMAND.get(req.kind)
+    if command is not None and command not in config.commands:
+        return Verdict(
+            False,
+            "commands",
+            f"`{command}` is not enabled for this repository (`commands:` in "
+            "`.github/onloop.yml` on the default branch, within the organisation's defaults).",
+        )
+    if req.automatic:
+        if not config.auto_fix_ci:
+            return Verdict(False, "auto_fix_ci", "automatic CI fixes are off for this repository.")
+        if req.ci_fix_attempts >= config.max_ci_fix_attempts:
+            return Verdict(
+                False,
+                "max_ci_fix_attempts",
+                f"onloop tried to fix CI {req.ci_fix_attempts} time(s), the most "
+                "`max_ci_fix_attempts` allows; comment `/agent fix` to try again.",
+            )
+        if req.fork:
+            return Verdict(
+                False,
+                "fork.automatic",
+                "onloop does not act on its own on pull requests from forks; a maintainer "
+                "can comment `/agent fix`.",
+            )
+    required = config.trigger_permission
+    if PERMISSION_RANK.get(req.role, -1) < PERMISSION_RANK[required]:
+        return Verdict(
+            False,
+            "trigger_permission",
+            f"`{req.kind}` needs {required} permission on this repository and "
+            f"@{req.requested_by} has {req.role}.",
+        )
+    if req.fork and req.kind in PUSHES_TO_HEAD and not req.maintainer_can_modify:
+        return Verdict(
+            False,
+            "fork.no_edits",
+            "this pull request's branch is in a fork that does not allow edits from "
+            "maintainers, so onloop cannot push to it; tick *Allow edits by maintainers*.",
+        )
+    return ALLOWED
+
+
+def check(
+    db: Database,
+    req: Request,
+    config: RepoConfig,
+    *,
+    installation_id: int | None,
+    job_id: int | None = None,
+) -> Verdict:
+    """`verdict()` with the kill switch read from the database, recorded in the audit log."""
+    result = verdict(req, config, is_paused(db, req.repo, installation_id))
+    audit.record(
+        db,
+        audit.POLICY,
+        repo=req.repo,
+        job_id=job_id,
+        actor=req.requested_by,
+        detail={**result.as_detail(), "kind": req.kind, "role": req.role},
+    )
+    return result

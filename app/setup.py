@@ -1,0 +1,211 @@
+"""GET /setup and /setup/callback: register onloop's GitHub App from a manifest, write .env.
+
+The page POSTs the manifest to GitHub; GitHub creates the App and sends the browser back with a
+one-time code, which the callback converts into the App's id, key and secrets. It works only
+while no App is configured (or `onloop setup --force`), since it rewrites the configuration.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import threading
+from dataclasses import dataclass, field
+from html import escape
+from pathlib import Path
+from urllib.parse import urlencode
+
+import structlog
+from flask import Blueprint, Flask, Response, current_app, request
+
+from app import manifest
+from app.crypto import StateSigner
+from app.logs import get_logger
+from app.settings import Settings
+
+bp = Blueprint("setup", __name__)
+EXTENSION = "onloop.setup"
+COOKIE = "onloop_setup"
+PURPOSE = "app-manifest"
+STATE_MAX_AGE = 3600  # GitHub's code lives an hour; so may the page that asked for it
+
+
+@dataclass
+class SetupOptions:
+    """Where the callback writes, and whether it may replace values already there."""
+
+    env_file: Path = Path(".env")
+    key_file: Path | None = None  # default: next to env_file, named after the App
+    overwrite: bool = False
+
+
+@dataclass
+class SetupState:
+    settings: Settings
+    options: SetupOptions
+    log: structlog.stdlib.BoundLogger
+    done: threading.Event = field(default_factory=threading.Event)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    written: list[str] = field(default_factory=list)
+    written_key: str = ""
+
+
+def init_app(app: Flask, settings: Settings, options: SetupOptions | None = None) -> SetupState:
+    """Register the blueprint on `app` (the full web app, or the bare one `onloop setup` runs)."""
+    state = SetupState(settings, options or SetupOptions(), get_logger("onloop.setup"))
+    app.extensions[EXTENSION] = state
+    app.register_blueprint(bp)
+    return state
+
+
+def create_setup_app(settings: Settings, options: SetupOptions) -> Flask:
+    """A Flask app with nothing but the setup pages, for `onloop setup`."""
+    app = Flask(__name__)
+    init_app(app, settings, options)
+    return app
+
+
+def setup_state(app: Flask) -> SetupState:
+    state: SetupState = app.extensions[EXTENSION]
+    return state
+
+
+def _page(status: int, title: str, body: str) -> Response:
+    html = (
+        "<!doctype html><html><head><meta charset='utf-8'>"
+        f"<title>{escape(title)}</title></head><body><h1>{escape(title)}</h1>{body}</body></html>"
+    )
+    response = Response(html, status=status, mimetype="text/html")
+    response.headers["Cache-Control"] = "no-store"
+    response.headers["Referrer-Policy"] = "no-referrer"
+    return response
+
+
+def _blocked(state: SetupState) -> Response | None:
+    """Why setup may not run now, as a page; None when it may."""
+    if state.done.is_set():
+        return _page(409, "Already done", "<p>The App is set up. Restart onloop to use it.</p>")
+    if state.options.overwrite:
+        return None
+    if state.settings.app_id is not None:
+        return _page(404, "Not available", "<p>onloop is already set up with a GitHub App.</p>")
+    taken = manifest.existing(state.options.env_file)
+    if taken:
+        return _page(
+            409,
+            "Already configured",
+            f"<p>{escape(str(state.options.env_file))} already sets {escape(', '.join(taken))}."
+            " Nothing was changed. To replace them run <code>onloop setup --force</code>.</p>",
+        )
+    return None
+
+
+def _signer(state: SetupState) -> StateSigner | None:
+    key = state.settings.secret_key
+    return StateSigner(key.get_secret_value(), max_age=STATE_MAX_AGE) if key else None
+
+
+@bp.get("/setup")
+def start() -> Response:
+    state = setup_state(current_app)
+    blocked = _blocked(state)
+    if blocked is not None:
+        return blocked
+    signer = _signer(state)
+    if signer is None:
+        return _page(503, "Not ready", "<p>Set ONLOOP_SECRET_KEY first (onloop setup does).</p>")
+    org = request.args.get("org") or None
+    if org is not None and not manifest.LOGIN.match(org):
+        return _page(400, "Bad organisation name", "<p>That is not a GitHub login.</p>")
+    name = (request.args.get("name") or manifest.default_name(state.settings, org)).strip()
+    body = manifest.build_manifest(state.settings, name)
+    nonce = secrets.token_urlsafe(16)
+    signed = signer.sign({"p": PURPOSE, "n": nonce, "org": org})
+    action = manifest.new_app_url(state.settings, org) + "?" + urlencode({"state": signed})
+    where = f"the organisation <b>{escape(org)}</b>" if org else "your personal account"
+    events = ", ".join(body["default_events"])
+    permissions = ", ".join(f"{k}: {v}" for k, v in body["default_permissions"].items())
+    response = _page(
+        200,
+        "Create onloop's GitHub App",
+        f"<p>This registers a private GitHub App named <b>{escape(body['name'])}</b> on {where}"
+        f" (GitHub lets you change the name). Permissions: {escape(permissions)}."
+        f" Events: {escape(events)}. Webhooks go to"
+        f" <code>{escape(body['hook_attributes']['url'])}</code>.</p>"
+        f"<p>GitHub then sends you back here, and onloop writes the App's id, key and secrets"
+        f" to <code>{escape(str(state.options.env_file))}</code>.</p>"
+        f"<form id='manifest-form' action='{escape(action, quote=True)}' method='post'>"
+        f"<input type='hidden' name='manifest' value='{escape(json.dumps(body), quote=True)}'>"
+        "<button type='submit'>Create the GitHub App on GitHub</button></form>",
+    )
+    # The nonce ties the callback to this browser: nobody can make onloop write an App they
+    # created into this configuration by sending someone a callback link.
+    response.set_cookie(
+        COOKIE,
+        nonce,
+        max_age=STATE_MAX_AGE,
+        httponly=True,
+        samesite="Lax",
+        secure=state.settings.public_url.startswith("https://"),
+        path="/setup",
+    )
+    return response
+
+
+@bp.get("/setup/callback")
+def callback() -> Response:
+    state = setup_state(current_app)
+    again = "<p><a href='/setup'>Start again</a>.</p>"
+    signer = _signer(state)
+    data = signer.verify(request.args.get("state", "")) if signer else None
+    if data is None or data.get("p") != PURPOSE:
+        return _page(400, "Setup link expired or invalid", "<p>Nothing was written.</p>" + again)
+    if not secrets.compare_digest(str(data.get("n", "")), request.cookies.get(COOKIE, "")):
+        return _page(400, "Setup started in another browser", "<p>Nothing was written.</p>")
+    code = request.args.get("code", "")
+    if not code:
+        return _page(400, "GitHub sent no code", "<p>Nothing was written.</p>" + again)
+    with state.lock:  # one callback at a time: a second one finds the first one's values
+        blocked = _blocked(state)  # checked again, before the one-time code is spent
+        if blocked is not None:
+            return blocked
+        try:
+            app = manifest.convert(state.settings, code)
+        except manifest.ConversionError as exc:
+            state.log.warning("app manifest conversion failed", reason=str(exc))
+            text = f"<p>{escape(str(exc))}.</p>" + again
+            return _page(502, "GitHub did not create the App", text)
+        written = _write(state, app)
+        state.done.set()
+    state.log.info("github app registered", app_id=app.id, slug=app.slug, written=written)
+    install = f"{app.html_url.rstrip('/')}/installations/new" if app.html_url else ""
+    missing = ""
+    if not app.webhook_secret:
+        missing = (
+            "<p><b>GitHub made no webhook secret:</b> set one in the App's settings and put it"
+            " in ONLOOP_WEBHOOK_SECRET.</p>"
+        )
+    response = _page(
+        200,
+        "onloop's GitHub App is ready",
+        f"<p>Created <b>{escape(app.slug)}</b> (App id {app.id}). Written to"
+        f" <code>{escape(str(state.options.env_file))}</code>: {escape(', '.join(written))}."
+        f" The private key is in <code>{escape(state.written_key)}</code>.</p>{missing}"
+        "<p>Next: restart onloop, then "
+        + (f"<a href='{escape(install, quote=True)}'>install the App</a>" if install else "install")
+        + " on your repositories.</p>",
+    )
+    response.delete_cookie(COOKIE, path="/setup")
+    return response
+
+
+def _write(state: SetupState, app: manifest.AppCredentials) -> list[str]:
+    options = state.options
+    env_file = options.env_file.resolve()
+    wanted = options.key_file or env_file.parent / f"{app.slug}.private-key.pem"
+    key_path = manifest.write_private_key(wanted, app.pem, overwrite=options.overwrite)
+    values = manifest.credentials_env(app, key_path)
+    manifest.update_env(env_file, values)
+    state.written = sorted(values)
+    state.written_key = str(key_path)
+    return state.written

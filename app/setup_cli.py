@@ -1,0 +1,123 @@
+"""`onloop setup` (register the GitHub App from a manifest) and `onloop beat` (the scheduler)."""
+
+from __future__ import annotations
+
+import secrets
+import sys
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import click
+from pydantic import SecretStr, ValidationError
+
+from app.settings import Settings, load_settings
+
+
+@click.command()
+@click.option("--org", default=None, help="create the App in this organisation")
+@click.option("--name", default=None, help="the App's name (GitHub lets you change it)")
+@click.option(
+    "--env-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path(".env"),
+    show_default=True,
+    help="where to write the App's settings",
+)
+@click.option(
+    "--key-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="where to write the private key (default: <slug>.private-key.pem next to .env)",
+)
+@click.option(
+    "--bind", default=None, help="HOST:PORT (default: 127.0.0.1 and the public URL's port)"
+)
+@click.option("--force", is_flag=True, help="replace an App already configured in the .env file")
+def setup(
+    org: str | None,
+    name: str | None,
+    env_file: Path,
+    key_file: Path | None,
+    bind: str | None,
+    force: bool,
+) -> None:
+    """Create onloop's GitHub App from a manifest and write its settings to .env."""
+    from werkzeug.serving import make_server
+
+    from app import manifest
+    from app.setup import SetupOptions, create_setup_app, setup_state
+
+    settings = _settings_from(env_file)
+    taken = manifest.existing(env_file)
+    if not force and (taken or settings.app_id is not None):
+        names = ", ".join(taken) or "ONLOOP_APP_ID (in the environment)"
+        click.echo(f"onloop: already configured: {names}. Use --force to replace it.", err=True)
+        sys.exit(1)
+    if org is not None and not manifest.LOGIN.match(org):
+        raise click.BadParameter("not a GitHub organisation name", param_hint="--org")
+    if settings.secret_key is None:
+        key = secrets.token_urlsafe(48)
+        manifest.update_env(env_file, {"ONLOOP_SECRET_KEY": key})
+        settings = settings.model_copy(update={"secret_key": SecretStr(key)})
+        click.echo(f"generated ONLOOP_SECRET_KEY into {env_file}")
+    public = settings.public_url.rstrip("/")
+    host, port = _bind(bind, public)
+    options = SetupOptions(env_file=env_file, key_file=key_file, overwrite=force)
+    app = create_setup_app(settings, options)
+    server = make_server(host, port, app)
+    server.timeout = 0.5
+    query = "?" + "&".join(f"{k}={v}" for k, v in (("org", org), ("name", name)) if v)
+    click.echo(
+        f"Open {public}/setup{query if query != '?' else ''} in your browser.\n"
+        f"GitHub sends you back to {public}/setup/callback: that must reach this process,"
+        f" which listens on {host}:{server.server_port}. Ctrl-C to stop."
+    )
+    state = setup_state(app)
+    try:
+        while not state.done.is_set():
+            server.handle_request()
+    except KeyboardInterrupt:
+        click.echo("stopped; nothing was written", err=True)
+        sys.exit(130)
+    finally:
+        server.server_close()
+    click.echo(
+        f"Wrote {', '.join(state.written)} to {env_file} and the private key to"
+        f" {state.written_key}.\nNext: install the App on your repositories, then run"
+        " `onloop db upgrade`, `onloop web` and `onloop worker` (or `docker compose up -d`)."
+    )
+
+
+def _settings_from(env_file: Path) -> Settings:
+    """The settings with `env_file` as the .env file; bad ones named (never shown), exit 2."""
+    try:
+        return load_settings(_env_file=str(env_file))
+    except ValidationError as exc:
+        names = sorted({f"ONLOOP_{str(e['loc'][0]).upper()}" for e in exc.errors() if e["loc"]})
+        click.echo(f"onloop: invalid settings: {', '.join(names)}", err=True)
+        sys.exit(2)
+
+
+def _bind(bind: str | None, public: str) -> tuple[str, int]:
+    if bind:
+        host, _, port = bind.rpartition(":")
+        return host or "127.0.0.1", int(port)
+    return "127.0.0.1", urlsplit(public).port or 8000
+
+
+@click.command()
+def beat() -> None:
+    """Run the periodic scheduler (one per deployment; workers run what it queues)."""
+    from app.cli import settings_or_exit
+    from app.logs import configure_logging
+    from tasks.beat import run_beat
+
+    settings = settings_or_exit(("redis_url",))
+    configure_logging(settings.log_level, settings.log_json)
+    run_beat(settings)
+
+
+def register(main: click.Group) -> None:
+    """Add these commands to the `onloop` group."""
+    main.add_command(setup)
+    main.add_command(beat)

@@ -1,0 +1,99 @@
+"""The `command` agent: ONLOOP_AGENT_COMMAND run in the sandbox, the task given in TASK.md."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from tasks.agent import workspace as ws
+from tasks.agent.base import AgentResult, AgentTask, Budget, Transcript, task_markdown
+from tasks.sandbox.base import WORKDIR, Sandbox, SandboxError
+
+TASK_FILE = "TASK.md"
+# Keep TASK.md out of `git add -A` in case the agent commits (it is removed afterwards too).
+_EXCLUDE = (
+    "[ -d .git ] || exit 0; mkdir -p .git/info && touch .git/info/exclude && "
+    "{ grep -qxF /TASK.md .git/info/exclude || echo /TASK.md >> .git/info/exclude; }"
+)
+
+
+class CommandAgent:
+    """Runs one shell command line (any command-line agent) in /workspace via `sh -c`.
+
+    The task is in /workspace/TASK.md (also named by $TASK_FILE) while it runs; a TASK.md the
+    repository had is put back afterwards. No ONLOOP_* variable or token reaches the command.
+    """
+
+    name = "command"
+
+    def __init__(self, command: str, *, tail_chars: int = 6000) -> None:
+        self.command = command
+        self.tail_chars = tail_chars
+
+    def __repr__(self) -> str:
+        return "CommandAgent()"
+
+    def run(
+        self, sandbox: Sandbox, task: AgentTask, budget: Budget, cancel: threading.Event
+    ) -> AgentResult:
+        """Write TASK.md, run the command within the time budget, then remove TASK.md."""
+        if cancel.is_set():
+            return AgentResult(ran=True, summary="the job was cancelled", stopped="cancelled")
+        transcript = Transcript(limit=self.tail_chars)
+        try:
+            previous = ws.read_bytes(sandbox, TASK_FILE)
+        except ws.ToolError:
+            previous = None  # none there (or not a regular file: it is not replaced then)
+        ws.write_bytes(sandbox, TASK_FILE, task_markdown(task).encode("utf-8"))
+        sandbox.exec(["/bin/sh", "-c", _EXCLUDE], timeout=30)
+        timeout = max(1.0, min(budget.wall_seconds, sandbox.remaining))
+        begun = time.monotonic()
+        try:
+            done = ws.exec_cancellable(
+                sandbox,
+                ["/bin/sh", "-c", "exec 2>&1\n" + self.command],  # one stream, in order
+                timeout=timeout,
+                cancel=cancel,
+                env={"TASK_FILE": f"{WORKDIR}/{TASK_FILE}"},
+            )
+        except SandboxError as exc:
+            stopped = "cancelled" if cancel.is_set() else "error"
+            return AgentResult(ran=True, summary=f"the sandbox went away: {exc}", stopped=stopped)
+        finally:
+            _restore(sandbox, previous)
+        output = done.output
+        transcript.add(output, max_chars=self.tail_chars, tail=True)
+        elapsed = time.monotonic() - begun
+        if cancel.is_set():
+            stopped, summary = "cancelled", "the job was cancelled"
+        elif done.timed_out:
+            stopped, summary = "wall_time", f"the agent command ran out of time ({elapsed:.0f}s)"
+        elif done.exit_code != 0:
+            stopped, summary = "error", f"the agent command exited with code {done.exit_code}"
+        else:
+            stopped, summary = "finished", _last_lines(output) or "the agent command finished"
+        return AgentResult(
+            ran=True,
+            summary=summary,
+            steps=1,
+            stopped=stopped,
+            transcript_tail=transcript.tail(),
+        )
+
+
+def _restore(sandbox: Sandbox, previous: bytes | None) -> None:
+    if sandbox.stopped:
+        return
+    try:
+        if previous is None:
+            ws.remove_file(sandbox, TASK_FILE)
+        else:
+            ws.write_bytes(sandbox, TASK_FILE, previous)
+    except (ws.ToolError, SandboxError):
+        if not sandbox.stopped:
+            raise
+
+
+def _last_lines(output: str, count: int = 15, chars: int = 2000) -> str:
+    lines = [line for line in output.strip().splitlines() if line.strip()]
+    return "\n".join(lines[-count:])[-chars:]

@@ -1,0 +1,168 @@
+"""One change made in a sandbox: agent, fixers, validation, commit — each a recorded step."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tasks.agent import Agent, AgentConfigError, AgentResult, AgentTask, budget_from, get_agent
+from tasks.blueprints import Step, run_steps
+from tasks.blueprints.checks import Outcome, Plan, failures, plan, run_all, summary
+from tasks.blueprints.common import Session
+from tasks.context import JobContext, JobFailed
+from tasks.sandbox.base import Sandbox
+
+
+@dataclass
+class Change:
+    """What happened; `outcome` is ready (a commit to push), no_change, unvalidated or refused."""
+
+    session: Session
+    box: Sandbox
+    kind: str
+    task: AgentTask
+    subject: str
+    trailers: Sequence[str] = ()
+    base: str = ""
+    plan: Plan = field(default_factory=Plan)
+    agent: AgentResult | None = None
+    fixes: list[Outcome] = field(default_factory=list)
+    validation: list[Outcome] = field(default_factory=list)
+    new_sha: str | None = None
+    violations: list[str] = field(default_factory=list)
+    outcome: str = ""
+
+    def describe(self) -> str:
+        return f"{self.outcome}: {(self.new_sha or '')[:12]}"
+
+    def ran(self) -> str:
+        """What ran, as Markdown lines."""
+        lines = []
+        if self.agent is not None:
+            lines.append(f"- agent: {self.agent.summary[:300] or self.agent.stopped}")
+        lines += [f"- fix: {line}" for line in summary(self.fixes).splitlines()]
+        lines += [f"- check: {line}" for line in summary(self.validation).splitlines()]
+        return "\n".join(lines) or "- nothing ran"
+
+    def validated(self) -> str:
+        if not self.plan.validation:
+            return "no test or check command is configured (`checks.test` in `.github/onloop.yml`)"
+        return "all checks passed" if all(o.ok for o in self.validation) else "checks failed"
+
+    def pr_body(self, intro: str) -> str:
+        return (
+            f"{intro}\n\nWhat ran in onloop's sandbox:\n\n{self.ran()}\n\nResult: "
+            f"{self.validated()}.\n\nonloop made this pull request for @{self.session.login}; "
+            "it needs a review by someone other than its author before it merges."
+        )
+
+    def report(self, outcome: str) -> str:
+        """The comment for this change's outcome: what happened and what to do next."""
+        if outcome in ("pushed", "pr"):
+            return (
+                f"Pushed {(self.new_sha or '')[:7]}.\n\n{self.ran()}\n\nResult: {self.validated()}."
+            )
+        if outcome == "no_change":
+            return (
+                "onloop ran the repository's fixers and found nothing to change, so nothing was "
+                f"pushed.\n\n{self.ran()}\n\nThe failure likely needs a person (or an agent: "
+                "set `ONLOOP_AGENT`)."
+            )
+        if outcome == "unvalidated":
+            return (
+                "onloop made a change but the checks still fail in its sandbox, so nothing was "
+                f"pushed.\n\n{self.ran()}\n\n{failures(self.validation)}"
+            )
+        if outcome == "refused":
+            rules = "\n".join(f"- {v}" for v in self.violations)
+            return f"onloop refused to push its change:\n\n{rules}"
+        if outcome == "fork":
+            return (
+                "The branch lives in a fork that does not allow edits from maintainers, so "
+                "onloop did not push. Tick *Allow edits by maintainers* and ask again."
+            )
+        return f"onloop finished with `{outcome}`."
+
+    def result(self) -> dict[str, Any]:
+        return {
+            "new": self.new_sha,
+            "fixes": [o.command for o in self.fixes],
+            "checks": {o.command: o.result.exit_code for o in self.validation},
+            "violations": self.violations,
+        }
+
+
+def _plan(change: Change) -> str | None:
+    change.plan = plan(change.box, change.session.config)
+    return f"fix: {change.plan.fix}; validate: {change.plan.validation}"
+
+
+def _agent(change: Change) -> str | None:
+    agent = configured_agent(change.session.ctx)
+    if agent is None:
+        return "no agent configured"
+    ctx = change.session.ctx
+    change.agent = agent.run(change.box, change.task, budget_from(ctx.settings), ctx.cancel)
+    return f"{change.agent.stopped}: {change.agent.summary}\n{change.agent.transcript_tail}"
+
+
+def configured_agent(ctx: JobContext) -> Agent | None:
+    """The agent ONLOOP_AGENT names (None for `none`); a half-configured one fails the job."""
+    try:
+        return get_agent(ctx.settings)
+    except AgentConfigError as exc:
+        raise JobFailed(f"the coding agent is not fully configured: {exc}") from None
+
+
+def _fixers(change: Change) -> str | None:
+    change.fixes = run_all(change.box, change.plan.fix)
+    return summary(change.fixes) or "no fixers"
+
+
+def _validate(change: Change) -> str | None:
+    change.validation = run_all(change.box, change.plan.validation)
+    if not all(o.ok for o in change.validation):
+        change.outcome = "unvalidated"
+    return summary(change.validation) + "\n" + failures(change.validation)
+
+
+def _commit(change: Change) -> str | None:
+    if change.outcome:
+        return None
+    if not change.session.commit(change.box, change.subject, trailers=change.trailers):
+        change.outcome = "no_change"
+        return "nothing changed"
+    change.new_sha = change.session.collect(change.box, change.base)
+    if change.new_sha is None:
+        change.outcome = "no_change"
+        return "nothing to collect"
+    change.violations = change.session.guard(change.base, change.new_sha)
+    change.outcome = "refused" if change.violations else "ready"
+    return "\n".join(change.violations) or f"committed {(change.new_sha or '')[:12]}"
+
+
+STEPS: list[Step[Change]] = [
+    Step("plan", _plan),
+    Step("agent", _agent, kind="agent"),
+    Step("fixers", _fixers),
+    Step("validate", _validate),
+    Step("commit", _commit),
+]
+
+
+def make_change(
+    session: Session,
+    task: AgentTask,
+    *,
+    rev: str,
+    branch: str,
+    subject: str,
+    refs: Sequence[str] = (),
+    trailers: Sequence[str] = (),
+) -> Change:
+    """Check out `rev` in a sandbox and run the steps; the sandbox is gone afterwards."""
+    with session.sandbox(rev, branch=branch, refs=refs) as js:
+        change = Change(session, js.sandbox, task.kind, task, subject, trailers, base=js.sha)
+        run_steps(session.ctx, STEPS, change)
+    return change

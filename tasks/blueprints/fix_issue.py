@@ -1,0 +1,134 @@
+"""fix_issue: an agent's change for a labelled issue, validated, opened as the labeller's own PR."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from github import GithubException
+from github.Issue import Issue
+from github.PullRequest import PullRequest
+
+from app.telemetry import telemetry
+from tasks.agent import AgentTask
+from tasks.blueprints import Step, run_steps
+from tasks.blueprints.change import STEPS as CHANGE_STEPS
+from tasks.blueprints.change import Change, configured_agent, make_change
+from tasks.blueprints.common import TRAILER, Session, begin, installation_repo
+from tasks.context import JobContext, JobFailed
+from tasks.git_auth import git
+from tasks.people import as_person
+
+NO_AGENT = (
+    "onloop has no coding agent configured, so it cannot work on issues yet (it can still "
+    "`/agent rebase`, `/agent review` and fix lint failures on pull requests). An operator can "
+    "set `ONLOOP_AGENT=openai` with `ONLOOP_AGENT_BASE_URL`, `ONLOOP_AGENT_MODEL` and "
+    "`ONLOOP_AGENT_API_KEY`, or `ONLOOP_AGENT=command` with `ONLOOP_AGENT_COMMAND`, then "
+    "remove and add the label again."
+)
+
+
+@dataclass
+class FixIssue:
+    job: Session
+    issue: Issue
+    base_sha: str
+    branch: str
+    change: Change | None = None
+    lease: str = ""
+    pr: PullRequest | None = None
+    outcome: str = ""
+
+
+def _branch_lease(state: FixIssue) -> str | None:
+    """The branch may exist only from an earlier run of this same job (a worker died after
+    pushing); anything else on it is somebody's work and is not overwritten."""
+    try:
+        tip = state.job.repo.get_branch(state.branch).commit.sha
+    except GithubException as exc:
+        if exc.status == 404:
+            return "new branch"
+        raise
+    job = state.job
+    mirror = job.place.cache.ensure(job.repo.full_name, job.repo.clone_url, job.install_token)
+    message = git(["log", "-1", "--format=%B", tip], mirror, check=False).stdout
+    if f"{TRAILER}: {job.ctx.job.id}" not in message:
+        raise JobFailed(
+            f"branch `{state.branch}` already exists and holds work onloop did not make in this "
+            "job; delete or rename it, then remove and add the label again"
+        )
+    state.lease = tip
+    return f"replacing this job's earlier push {tip[:12]}"
+
+
+def _push(state: FixIssue) -> str | None:
+    change = state.change
+    if change is None or change.outcome != "ready" or change.new_sha is None:
+        state.outcome = change.outcome if change else "no_change"
+        return None
+    state.job.push(change.new_sha, state.branch, lease=state.lease)
+    return f"pushed {change.new_sha[:12]} to {state.branch}"
+
+
+def _open_pr(state: FixIssue) -> str | None:
+    if state.outcome:
+        return None
+    state.pr = as_person(state.job, lambda: _open_or_update(state))
+    state.outcome = "pr"
+    return f"#{state.pr.number}"
+
+
+def _open_or_update(state: FixIssue) -> PullRequest:
+    """The PR for the branch, opened with the person's token; an earlier run's is updated."""
+    job, change, number = state.job, state.change, state.issue.number
+    assert change is not None
+    owner = job.repo.full_name.split("/")[0]
+    title = f"Fix #{number}: {state.issue.title}"[:240]
+    body = change.pr_body(f"Fixes #{number}.")
+    repo = job.user_repo
+    existing = list(repo.get_pulls(state="open", head=f"{owner}:{state.branch}"))
+    if existing:
+        existing[0].edit(title=title, body=body)
+        return existing[0]
+    pr = repo.create_pull(base=job.repo.default_branch, head=state.branch, title=title, body=body)
+    telemetry(job.ctx.settings.redis_url).inc("pull_requests_opened", kind="fix_issue")
+    return pr
+
+
+AFTER: list[Step[FixIssue]] = [Step("push", _push), Step("pr", _open_pr)]
+
+
+def run_fix_issue(ctx: JobContext) -> dict[str, Any]:
+    ctx.plan = [
+        "policy",
+        "authorization",
+        "branch",
+        *(s.name for s in CHANGE_STEPS),
+        *(s.name for s in AFTER),
+    ]
+    found = installation_repo(ctx)
+    session = begin(ctx, "fix", found)
+    if configured_agent(ctx) is None:
+        raise JobFailed(NO_AGENT, outcome="no_agent")
+    assert ctx.job.number is not None
+    issue = session.repo.get_issue(ctx.job.number)
+    base_sha = session.repo.get_branch(session.repo.default_branch).commit.sha
+    ctx.head_sha = base_sha
+    state = FixIssue(session, issue, base_sha, f"onloop/issue-{issue.number}")
+    with ctx.step("branch") as record:
+        record["output"] = _branch_lease(state) or ""
+    state.change = make_change(
+        session,
+        AgentTask("fix_issue", issue.title, f"# {issue.title}\n\n{issue.body or ''}"),
+        rev=base_sha,
+        branch=state.branch,
+        subject=f"Fix #{issue.number}: {issue.title}"[:72],
+    )
+    run_steps(ctx, AFTER, state)
+    result: dict[str, Any] = {"outcome": state.outcome, **state.change.result()}
+    if state.pr is not None:
+        result["pr"] = state.pr.number
+        result["pull_request_url"] = state.pr.html_url
+    if state.outcome in ("unvalidated", "refused", "no_change"):
+        raise JobFailed(state.change.report(state.outcome), **result)
+    return result

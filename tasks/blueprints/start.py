@@ -1,0 +1,101 @@
+"""Before a job works: its repository (narrowed token), the effective config, the policy."""
+
+from __future__ import annotations
+
+from github.PullRequest import PullRequest
+from github.Repository import Repository
+from sqlalchemy import update
+
+import app.github as gh
+from app import governance
+from app.models import Job
+from app.org_config import effective_for
+from app.repo_config import ConfigError
+from tasks.context import JobContext, JobFailed
+from tasks.notices import notice
+from tasks.people import role_of
+from tasks.repo_settings import LoadedConfig, load_repo_config
+
+# Refusals of automatic fixes that nobody asked for: said in the job's record, not in a comment.
+QUIET_RULES = ("auto_fix_ci", "fork.automatic", "max_ci_fix_attempts")
+
+
+def installation_repo(ctx: JobContext) -> tuple[gh.InstallationToken, Repository]:
+    """The job's repository through an installation token minted once for this job, narrowed
+    to this one repository and to the permissions its kind needs."""
+    if ctx.job.installation_id is None:
+        raise JobFailed("the delivery named no installation, so onloop cannot act on it")
+    token = gh.installation_token(
+        ctx.settings,
+        ctx.job.installation_id,
+        repositories=[ctx.job.repo.split("/", 1)[1]],
+        permissions=governance.token_permissions(ctx.job.kind),
+    )
+    return token, gh.installation_client(ctx.settings, token).get_repo(ctx.job.repo)
+
+
+def act_as(ctx: JobContext, login: str, user_id: int | None) -> None:
+    """Make `login` the job's acting person (automatic CI fixes act as the PR's author), so
+    that their authorisation resumes it."""
+    ctx.job.requested_by, ctx.job.requested_by_id = login, user_id
+    with ctx.db.session() as s:
+        s.execute(
+            update(Job)
+            .where(Job.id == ctx.job.id)
+            .values(requested_by=login, requested_by_id=user_id)
+        )
+
+
+def effective_config(ctx: JobContext, repo: Repository) -> LoadedConfig:
+    """`.github/onloop.yml` from the default branch, narrowed by the organisation's file."""
+    loaded = load_repo_config(ctx.db, repo)
+    try:
+        loaded.config = effective_for(ctx.settings, loaded.config)
+    except ConfigError as exc:
+        raise JobFailed(
+            f"the organisation's onloop config (ONLOOP_CONFIG_FILE) is invalid: {exc}; "
+            "ask the operator to fix it"
+        ) from None
+    return loaded
+
+
+def check_policy(
+    ctx: JobContext,
+    repo: Repository,
+    loaded: LoadedConfig,
+    login: str,
+    pr: PullRequest | None = None,
+) -> str:
+    """The person's role, once every policy rule allows the job; otherwise one polite notice
+    (none for automatic fixes nobody asked for) and JobFailed naming the rule."""
+    role = role_of(repo, login)
+    head = pr.head.repo if pr is not None else None
+    fork = pr is not None and (head is None or head.full_name != repo.full_name)
+    automatic = bool(ctx.params.get("automatic"))
+    request = governance.Request(
+        kind=ctx.job.kind,
+        repo=repo.full_name,
+        requested_by=login,
+        role=role,
+        automatic=automatic,
+        fork=fork,
+        maintainer_can_modify=bool(pr is not None and pr.maintainer_can_modify),
+    )
+    verdict = governance.check(
+        ctx.db,
+        request,
+        loaded.config,
+        installation_id=ctx.job.installation_id,
+        job_id=ctx.job.id,
+    )
+    if not verdict.allowed:
+        if not (automatic and verdict.rule in QUIET_RULES):
+            hint = ""
+            if verdict.rule == "trigger_permission":
+                hint = (
+                    " Ask a maintainer to run it, or to change `trigger_permission` in "
+                    "`.github/onloop.yml`."
+                )
+            notice(ctx, repo, "refused", f"Sorry @{login}: {verdict.message}{hint}")
+        raise JobFailed("refused", rule=verdict.rule, role=role)
+    return role

@@ -1,0 +1,209 @@
+"""How a job reads to a person: its status comment's text, its check run's output, next steps."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from app.commands import VERBS, Kind
+from app.models import Job, JobState
+from tasks.comments import details
+
+ICONS = {
+    "running": "⏳",
+    "succeeded": "✅",
+    "failed": "❌",
+    "cancelled": "⏹️",
+    "pending": "◻️",
+    JobState.WAITING_FOR_AUTHORIZATION: "⏸️",
+}
+BEFORE_WORK = ("policy", "authorization")
+CONCLUSIONS = ("success", "neutral", "failure", "cancelled", "action_required", "skipped")
+LOG_KEYS = ("log", "setup_output", "output")  # where a failed job's result keeps its log
+LIMIT = 60_000  # GitHub's comment and check run output limit is 65535 characters
+
+
+def command_of(job: Job) -> str:
+    """How the person asked for the job, as they would ask again."""
+    verb = next((v for v, k in VERBS.items() if k == job.kind), None)
+    if job.kind == Kind.FIX_ISSUE:
+        return "the `agent:fix` label"
+    return f"`/agent {verb}`" if verb else f"`{job.kind}`"
+
+
+def who(job: Job) -> str:
+    automatic = job.kind == Kind.FIX_CI and (job.params or {}).get("params", {}).get("automatic")
+    return "a failing CI run" if automatic else f"@{job.requested_by}"
+
+
+def work_started(steps: Sequence[Mapping[str, Any]]) -> bool:
+    """Past policy and authorisation: the person may act and onloop acts for them."""
+    for step in steps:
+        if step.get("name") not in BEFORE_WORK:
+            return True
+        if step.get("name") == "authorization" and step.get("state") == "succeeded":
+            return True
+    return False
+
+
+def _duration(step: Mapping[str, Any]) -> str:
+    seconds = step.get("duration")
+    return f" · {seconds:.1f} s" if isinstance(seconds, int | float) else ""
+
+
+def step_lines(steps: Sequence[Mapping[str, Any]], plan: Sequence[str] = ()) -> list[str]:
+    """One Markdown list item per step done or running, then the planned ones still to come."""
+    lines = [
+        f"- {ICONS.get(str(s.get('state')), '•')} {s.get('name')}{_duration(s)}" for s in steps
+    ]
+    done = [s.get("name") for s in steps]
+    rest = list(plan)
+    for name in done:  # a plan is a sequence: skip what has run, in order
+        if name in rest:
+            rest = rest[rest.index(name) + 1 :]
+    lines += [f"- {ICONS['pending']} {name}" for name in rest]
+    return lines
+
+
+def position(steps: Sequence[Mapping[str, Any]], plan: Sequence[str]) -> str:
+    """ "step 3 of 7: **lint**" for the running (or last) step."""
+    if not steps:
+        return "starting"
+    k, name = len(steps), steps[-1].get("name")
+    return f"step {k} of {max(len(plan), k)}: **{name}**" if plan else f"step {k}: **{name}**"
+
+
+def links(result: Mapping[str, Any], extra: Mapping[str, str | None]) -> str:
+    """ " · [review](…) · [check run](…)" from the result's `*_url` values and `extra`."""
+    found = {
+        k[: -len("_url")].replace("_", " "): v for k, v in result.items() if k.endswith("_url")
+    }
+    found |= {k: v for k, v in extra.items() if v}
+    return "".join(f" · [{name}]({url})" for name, url in found.items() if isinstance(url, str))
+
+
+def running_text(job: Job, steps: Sequence[Mapping[str, Any]], plan: Sequence[str]) -> str:
+    return "\n".join(
+        [
+            f"{ICONS['running']} **Working** on {command_of(job)} from {who(job)} "
+            f"(job #{job.id}), {position(steps, plan)}",
+            "",
+            *step_lines(steps, plan),
+            "",
+            "<sub>`/agent status` shows the state of onloop's jobs here; "
+            "`/agent cancel` stops them.</sub>",
+        ]
+    )
+
+
+def queued_text(job: Job, reason: str, position: int | None) -> str:
+    """A job held back before it starts (the caps on running jobs)."""
+    place = f"; it is number {position} in line" if position else ""
+    return (
+        f"🕐 **Queued**: {command_of(job)} from {who(job)} (job #{job.id}) waits for a free "
+        f"slot ({reason}){place}. It starts by itself; `/agent cancel` takes it off the queue."
+    )
+
+
+def next_step(job: Job, state: str, result: Mapping[str, Any]) -> str:
+    """What the person can do now, after a job that did not succeed."""
+    again = command_of(job)
+    error = str(result.get("error") or "")
+    if state == JobState.CANCELLED:
+        return f"Ask again with {again} when you want it."
+    if state == JobState.WAITING_FOR_AUTHORIZATION:
+        return f"@{job.requested_by} authorises onloop; the job then resumes by itself."
+    if "sandbox.setup" in error:
+        return (
+            "Fix `sandbox.setup` in `.github/onloop.yml` on the default branch (its output is "
+            f"below), then try again with {again}."
+        )
+    if "/agent" in error or "`.github/onloop.yml`" in error:
+        return ""  # the message already says it
+    if error.startswith("internal error"):
+        return (
+            f"This is a fault in onloop or GitHub, not in your pull request. Try again with "
+            f"{again}; if it keeps failing, tell the people who run onloop (job #{job.id})."
+        )
+    if result.get("conflicts"):
+        return "Resolve the conflicts listed above, or rebase the branch locally."
+    return f"Fix the cause above, then try again with {again}; `/agent help` lists the commands."
+
+
+def final_text(
+    job: Job,
+    steps: Sequence[Mapping[str, Any]],
+    state: str,
+    result: Mapping[str, Any],
+    extra_links: Mapping[str, str | None],
+    authorize_url: str = "",
+) -> str:
+    """The last word of a job: its outcome, links, what to do next, folded details."""
+    ran = f"{command_of(job)} from {who(job)} (job #{job.id})"
+    more = links(result, extra_links)
+    total = sum(float(s.get("duration") or 0) for s in steps)
+    folded = details(f"{len(steps)} steps · {total:.1f} s", "\n".join(step_lines(steps)))
+    folded = folded.replace("```\n", "").replace("\n```", "")  # a list, not a code block
+    if state == JobState.SUCCEEDED:
+        summary = result_summary(result)
+        head = f"{ICONS['succeeded']} **Done**: {ran}{more}" + (f"\n\n{summary}" if summary else "")
+        return f"{head}\n\n{folded}"
+    if state == JobState.CANCELLED:
+        reason = str(result.get("reason") or "cancelled")
+        hint = next_step(job, state, result)
+        return f"{ICONS['cancelled']} **Cancelled**: {ran}, {reason}.{more} {hint}"
+    if state == JobState.WAITING_FOR_AUTHORIZATION:
+        why = str(result.get("waiting") or "it has no valid authorisation")
+        return (
+            f"{ICONS[state]} **Waiting**: {ran} acts in the name of @{job.requested_by}, and "
+            f"onloop cannot do that now: {why}. @{job.requested_by}, "
+            f"[authorise onloop]({authorize_url}) and the job resumes by itself."
+        )
+    failed = next((s for s in reversed(steps) if s.get("state") == "failed"), None)
+    where = f" at step **{failed.get('name')}**" if failed else ""
+    error = str(result.get("error") or "it stopped")
+    parts = [f"{ICONS['failed']} **Failed**{where}: {ran}{more}", "", error]
+    hint = next_step(job, state, result)
+    if hint:
+        parts += ["", f"**What you can do:** {hint}"]
+    log = next((str(result[k]) for k in LOG_KEYS if result.get(k)), "")
+    log = log or str((failed or {}).get("output") or "")
+    if log.strip():
+        parts += ["", details(f"output of {failed.get('name') if failed else 'the job'}", log)]
+    parts += ["", folded]
+    return "\n".join(parts)
+
+
+def result_summary(result: Mapping[str, Any]) -> str:
+    """One line about what a job produced, where its result says."""
+    if "comments" in result:
+        n, s = int(result.get("comments") or 0), int(result.get("suggestions") or 0)
+        if result.get("already"):
+            return "This head was reviewed already; see the review."
+        return f"Review with {n} comment{'s' * (n != 1)} ({s} with a suggested fix)."
+    if result.get("outcome"):
+        return f"Outcome: `{result['outcome']}`."
+    return ""
+
+
+def conclusion(state: str, result: Mapping[str, Any]) -> str:
+    """The check run's conclusion for a finished job."""
+    if state == JobState.SUCCEEDED:
+        wanted = str(result.get("conclusion") or "success")
+        return wanted if wanted in CONCLUSIONS else "success"
+    return {
+        JobState.CANCELLED: "cancelled",
+        JobState.WAITING_FOR_AUTHORIZATION: "action_required",
+    }.get(state, "failure")
+
+
+def check_output(
+    job: Job, steps: Sequence[Mapping[str, Any]], title: str, summary: str
+) -> dict[str, str]:
+    """A check run's `output`: title, the status text as summary, each step's output tail."""
+    text = "\n\n".join(
+        details(f"{s.get('name')} ({s.get('state')})", str(s.get("output") or s.get("error") or ""))
+        for s in steps
+        if s.get("output") or s.get("error")
+    )
+    return {"title": title[:200], "summary": summary[:LIMIT], "text": text[-LIMIT:]}

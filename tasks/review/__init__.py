@@ -1,0 +1,1 @@
+"""Reviewing a pull request: its changed lines, linter findings and suggestion comments."""

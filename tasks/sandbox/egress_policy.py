@@ -1,0 +1,164 @@
+"""What a job's setup may reach (from `sandbox.egress`), and what the proxy refused it."""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import yaml
+
+from app.egress_config import (
+    REGISTRIES,
+    EgressEntry,
+    EgressIndex,
+    check_url,
+    destinations,
+    entry_url,
+)
+
+log = logging.getLogger(__name__)
+
+CACHE_MOUNT = "/opt/onloop-cache"  # pip/ and npm/ under it, mounted for setup only
+REFUSED_MARK = "onloop-egress-refused "  # as in egress_plugin.py
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A connection the proxy refused."""
+
+    host: str
+    port: int
+    why: str = "not on the allowlist"
+
+    @property
+    def target(self) -> str:
+        """host, or host:port when the port is not the usual one."""
+        return self.host if self.port in (80, 443) else f"{self.host}:{self.port}"
+
+
+def refusal_message(refused: Sequence[Refusal]) -> str:
+    """What the status comment and check run say about refused connections ('' if none)."""
+    targets = list(dict.fromkeys(r.target for r in refused))
+    if not targets:
+        return ""
+    them = "it" if len(targets) == 1 else "them"
+    return (
+        f"setup tried to reach {', '.join(targets)}; "
+        f"allow {them} in .github/onloop.yml under sandbox.egress"
+    )
+
+
+def load_credentials(text: str) -> dict[str, str]:
+    """Credentials for private indexes (operator config, YAML or JSON): `{URL: {username,
+    password}}` or `{URL: {token}}`, as {"host:port": Authorization header value}."""
+    data = yaml.safe_load(text) or {}
+    if not isinstance(data, dict):
+        raise ValueError("index credentials must map URLs to {username, password} or {token}")
+    out: dict[str, str] = {}
+    for url, cred in data.items():
+        ((host, port),) = destinations(check_url(str(url)))
+        if isinstance(cred, dict) and "token" in cred:
+            out[f"{host}:{port}"] = f"Bearer {cred['token']}"
+        elif isinstance(cred, dict) and "username" in cred:
+            pair = f"{cred['username']}:{cred.get('password', '')}".encode()
+            out[f"{host}:{port}"] = "Basic " + base64.b64encode(pair).decode()
+        else:
+            raise ValueError(f"credentials for {url}: need username/password or token")
+    return out
+
+
+@dataclass(frozen=True)
+class EgressPolicy:
+    """What one job's setup may reach, and the index settings its package managers get."""
+
+    allow: frozenset[tuple[str, int]]
+    pip_indexes: tuple[str, ...] = ()  # the first is PIP_INDEX_URL, the rest extra
+    npm_registry: str | None = None
+    trusted_hosts: tuple[str, ...] = ()  # plain-HTTP pip indexes
+    auth: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_entries(
+        cls, entries: Sequence[EgressEntry], credentials: Mapping[str, str] | None = None
+    ) -> EgressPolicy:
+        """The policy for a (narrowed) `sandbox.egress` list. Credentials apply to plain-HTTP
+        hosts on the list only: HTTPS passes through the proxy as an opaque tunnel."""
+        allow: set[tuple[str, int]] = set()
+        pip: list[str] = []
+        npm: str | None = None
+        trusted: list[str] = []
+        plain: set[str] = set()  # host:port of plain-HTTP entries
+        for entry in entries:
+            allow |= destinations(entry)
+            url = entry_url(entry)
+            kind = entry.index if isinstance(entry, EgressIndex) else None
+            if url is None:
+                registry = REGISTRIES[str(entry)]
+                pip += [registry.pip] if registry.pip else []
+                npm = npm or registry.npm
+                continue
+            if url.startswith("http://"):
+                plain |= {f"{h}:{p}" for h, p in destinations(entry)}
+            path = urlsplit(url).path.rstrip("/")
+            if kind == "pip" or (kind is None and path.endswith("/simple")):
+                pip.append(url)
+                if url.startswith("http://"):
+                    trusted.append(urlsplit(url).netloc)
+            elif kind == "npm":
+                npm = url
+        auth = {k: v for k, v in (credentials or {}).items() if k in plain}
+        listed = {f"{h}:{p}" for h, p in allow}
+        for key in sorted(set(credentials or {}) & listed - set(auth)):
+            log.warning("index credentials for %s are not used: it is not plain HTTP", key)
+        return cls(frozenset(allow), tuple(dict.fromkeys(pip)), npm, tuple(trusted), auth)
+
+    def __bool__(self) -> bool:
+        return bool(self.allow)
+
+    def fingerprint(self) -> str:
+        """What of the policy decides what setup installs (part of the snapshot key)."""
+        return json.dumps([self.pip_indexes, self.npm_registry], sort_keys=True)
+
+    def document(self) -> dict[str, Any]:
+        """The plugin's policy file."""
+        literal = sorted(h for h, _ in self.allow if re.fullmatch(r"[\d.]+|[0-9a-f:]+", h))
+        return {"allow": sorted(self.allow), "literal": literal, "auth": dict(self.auth)}
+
+    def env(self, proxy_url: str, cache: bool) -> dict[str, str]:
+        """The setup command's environment: proxy, indexes, caches (no credentials)."""
+        env = {name: proxy_url for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy")}
+        env |= {"https_proxy": proxy_url, "npm_config_proxy": proxy_url}
+        env |= {"npm_config_https_proxy": proxy_url, "NO_PROXY": "", "no_proxy": ""}
+        if self.pip_indexes:
+            env["PIP_INDEX_URL"] = self.pip_indexes[0]
+            if len(self.pip_indexes) > 1:
+                env["PIP_EXTRA_INDEX_URL"] = " ".join(self.pip_indexes[1:])
+        if self.trusted_hosts:
+            env["PIP_TRUSTED_HOST"] = " ".join(self.trusted_hosts)
+        if self.npm_registry:
+            env["npm_config_registry"] = self.npm_registry
+        if cache:
+            env["PIP_CACHE_DIR"] = f"{CACHE_MOUNT}/pip"
+            env["npm_config_cache"] = f"{CACHE_MOUNT}/npm"
+        return env
+
+
+def parse_refusals(logs: str) -> list[Refusal]:
+    """The refusals in a proxy log, each (host, port, why) once."""
+    found: dict[tuple[str, int, str], Refusal] = {}
+    for line in logs.splitlines():
+        if not line.startswith(REFUSED_MARK):
+            continue
+        try:
+            item = json.loads(line[len(REFUSED_MARK) :])
+            refusal = Refusal(str(item["host"]), int(item["port"]), str(item.get("why", "")))
+        except (ValueError, KeyError, TypeError):
+            continue
+        found.setdefault((refusal.host, refusal.port, refusal.why), refusal)
+    return list(found.values())

@@ -1,0 +1,375 @@
+"""fix_ci and fix_issue end to end: webhook → worker → Docker sandbox → push or PR through the
+GitHub double with the person's own token, at most `max_ci_fix_attempts` CI rounds."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app import create_app
+from app.crypto import TokenBox
+from app.db import Database
+from app.models import Job, JobState
+from app.settings import Settings
+from app.user_tokens import TokenPair, store
+from tests.conftest import deliver
+from tests.github_double.double import GitHubDouble
+from tests.github_double.fixtures import SECRET_KEY, settings_for
+from tests.github_double.handlers.actions import WorkflowRun, add_run
+from tests.payloads import check_suite_failed, issue_labeled, workflow_run_failed
+from tests.redis_server import RedisServer
+from tests.worker_proc import WorkerProcess, wait_until
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+REPO = "octo/widgets"
+PYPROJECT = '[project]\nname = "widgets"\nversion = "0"\n\n[tool.ruff]\nline-length = 100\n'
+BAD = "import os\nimport sys\n\n\ndef main( ):\n    return sys.argv\n"
+RUFF_LOG = """\
+2026-12-01T10:00:00.0000000Z ##[group]Run ruff check .
+2026-12-01T10:00:00.1000000Z ruff check .
+2026-12-01T10:00:00.2000000Z ##[endgroup]
+2026-12-01T10:00:01.0000000Z bad.py:1:8: F401 [*] `os` imported but unused
+2026-12-01T10:00:01.0000000Z Found 1 error.
+2026-12-01T10:00:01.0000000Z [*] 1 fixable with the `--fix` option.
+2026-12-01T10:00:01.1000000Z ##[error]Process completed with exit code 1.
+"""
+
+
+def authorize(db: Database, double: GitHubDouble, login: str) -> None:
+    user = double.user(login)
+    pair = TokenPair(double.issue_user_token(login), None, None, None)
+    store(db, TokenBox(SECRET_KEY), user.id, user.login, pair)
+
+
+def tree_at(double: GitHubDouble, sha: str, dest: Path) -> Path:
+    """The files of commit `sha` in the double's repository, written out to `dest`."""
+    dest.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(
+        ["git", "archive", sha], cwd=double.git_dir(REPO), capture_output=True, check=True
+    )
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
+    return dest
+
+
+def message(double: GitHubDouble, sha: str) -> str:
+    return subprocess.run(
+        ["git", "log", "-1", "--format=%B", sha],
+        cwd=double.git_dir(REPO),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
+class World:
+    def __init__(self, double: GitHubDouble, settings: Settings, db: Database, log: Path):
+        self.double, self.settings, self.db = double, settings, db
+        self.client = create_app(settings, db=db).test_client()
+        self.worker = WorkerProcess(settings, log).start()
+
+    def deliver(self, event: str, payload: dict[str, Any]) -> list[int]:
+        response = deliver(self.client, event, payload)
+        assert response.status_code == 202, response.get_data(as_text=True)
+        return [int(i) for i in response.get_json()["jobs"]]
+
+    def wait(self, job_id: int) -> Job:
+        def done() -> Job | None:
+            with self.db.sessions() as s:
+                job = s.get(Job, job_id)
+                return job if job is not None and job.state in JobState.TERMINAL else None
+
+        job: Job = wait_until(done, 180, f"job {job_id}")
+        return job
+
+    def failing_run(self, head: str = "feature") -> WorkflowRun:
+        sha = self.double.branch_sha(REPO, head)
+        assert sha is not None
+        return add_run(self.double, REPO, sha, head, [("lint", "failure", RUFF_LOG)])
+
+    def bot_comment_with(self, text: str, number: int = 1) -> Any:
+        """The one bot comment that says `text` (status comments are edited a moment after
+        the job's row is final)."""
+        wait_until(lambda: [c for c in self.bot_comments(number) if text in c.body], 30, text)
+        (found,) = [c for c in self.bot_comments(number) if text in c.body]
+        return found
+
+    def bot_comments(self, number: int = 1) -> list[Any]:
+        bot = self.double.app.bot_login
+        return [c for c in self.double.comments(REPO, number) if c.user == bot]
+
+
+def make_world(
+    double: GitHubDouble, database_url: str, tmp_path: Path, **settings: Any
+) -> Iterator[World]:
+    redis = RedisServer(tmp_path).start()
+    config = settings_for(
+        double,
+        tmp_path,
+        database_url=database_url,
+        redis_url=redis.url,
+        work_dir=tmp_path / "work",
+        sandbox_pool_size=0,
+        **settings,
+    )
+    double.create_repo(REPO, files={"pyproject.toml": PYPROJECT, "README.md": "teh widgets\n"})
+    double.create_branch(REPO, "feature")
+    double.commit(REPO, "feature", {"bad.py": BAD}, message="Add bad.py")
+    double.create_pull(REPO, "feature", title="Feature", user="alice")
+    for login, role in (("alice", "write"), ("bob", "read"), ("carol", "maintain")):
+        double.set_permission(REPO, login, role)
+    db = Database(database_url)
+    world = World(double, config, db, tmp_path / "worker.log")
+    yield world
+    world.worker.stop()
+    db.dispose()
+    redis.stop()
+    assert not double.merges and not double.approvals
+
+
+@pytest.fixture
+def world(github_double: GitHubDouble, database_url: str, tmp_path: Path) -> Iterator[World]:
+    yield from make_world(github_double, database_url, tmp_path)
+
+
+@pytest.mark.parametrize("event", ["workflow_run", "check_suite"])
+def test_ruff_failure_is_fixed_and_pushed_as_the_pr_author(
+    world: World, event: str, tmp_path: Path
+) -> None:
+    authorize(world.db, world.double, "alice")
+    old = world.double.branch_sha(REPO, "feature")
+    run = world.failing_run()
+    build = workflow_run_failed if event == "workflow_run" else check_suite_failed
+    (job_id,) = world.deliver(event, build(world.double, REPO, run, 1, user="bob"))
+    job = world.wait(job_id)
+    assert job.state == JobState.SUCCEEDED, (job.result, job.steps, world.worker.output())
+    assert job.requested_by == "alice"  # automatic fixes act as the PR's author
+    new = world.double.branch_sha(REPO, "feature")
+    assert new != old and new is not None
+    (push,) = world.double.pushes
+    assert (push.identity.kind, push.identity.login) == ("user", "alice")
+    assert push.updates[0].old == old and push.updates[0].new == new
+    text = message(world.double, new)
+    assert f"Onloop-Job: {job_id}" in text and "Onloop-Kind: fix_ci" in text
+    files = tree_at(world.double, new, tmp_path / "after")
+    lint = subprocess.run(["ruff", "check", "."], cwd=files, capture_output=True, text=True)
+    assert lint.returncode == 0, lint.stdout
+    assert "import os" not in (files / "bad.py").read_text()
+    names = [s["name"] for s in job.steps]
+    assert names[:2] == ["policy", "authorization"] and "validate" in names
+
+
+def test_third_failure_after_two_fix_commits_stops_with_one_comment(world: World) -> None:
+    authorize(world.db, world.double, "alice")
+    for n in (1, 2):
+        world.double.commit(
+            REPO,
+            "feature",
+            {f"fix{n}.py": "X = 1\n"},
+            message=f"Fix CI\n\nOnloop-Job: {900 + n}\nOnloop-Kind: fix_ci\n",
+        )
+    head = world.double.branch_sha(REPO, "feature")
+    for _ in range(2):
+        run = world.failing_run()
+        (job_id,) = world.deliver("workflow_run", workflow_run_failed(world.double, REPO, run, 1))
+        job = world.wait(job_id)
+        assert job.state == JobState.SUCCEEDED and job.result["outcome"] == "stopped", job.result
+    assert world.double.branch_sha(REPO, "feature") == head and not world.double.pushes
+    (stop,) = [c for c in world.bot_comments() if "stopped fixing CI" in c.body]
+    assert "F401" in stop.body
+
+
+def test_checks_that_still_fail_push_nothing_and_say_which(world: World) -> None:
+    authorize(world.db, world.double, "alice")
+    world.double.commit(
+        REPO, "main", {".github/onloop.yml": "checks:\n  test: python3 -c 'raise SystemExit(3)'\n"}
+    )
+    head = world.double.branch_sha(REPO, "feature")
+    run = world.failing_run()
+    (job_id,) = world.deliver("workflow_run", workflow_run_failed(world.double, REPO, run, 1))
+    job = world.wait(job_id)
+    assert job.state == JobState.FAILED and job.result["outcome"] == "unvalidated", job.result
+    assert world.double.branch_sha(REPO, "feature") == head and not world.double.pushes
+    report = world.bot_comment_with("nothing was pushed")
+    assert "SystemExit(3)" in report.body and "exit 3" in report.body
+
+
+def test_fix_issue_without_an_agent_says_how_to_configure_one(world: World) -> None:
+    authorize(world.db, world.double, "alice")
+    issue = world.double.create_issue(REPO, "Typo in README", "It says teh.", user="alice")
+    (job_id,) = world.deliver(
+        "issues", issue_labeled(world.double, REPO, issue.number, user="alice")
+    )
+    job = world.wait(job_id)
+    assert job.state == JobState.FAILED and job.result["outcome"] == "no_agent"
+    notice = world.bot_comment_with("ONLOOP_AGENT", issue.number)
+    assert "no coding agent" in notice.body and not world.double.pushes
+
+
+AGENT = "grep -q 'says teh' TASK.md && sed -i 's/teh/the/' README.md"
+
+
+@pytest.fixture
+def agent_world(github_double: GitHubDouble, database_url: str, tmp_path: Path) -> Iterator[World]:
+    yield from make_world(
+        github_double, database_url, tmp_path, agent="command", agent_command=AGENT
+    )
+
+
+def test_fix_issue_opens_a_pr_in_the_labellers_name(agent_world: World, tmp_path: Path) -> None:
+    world = agent_world
+    authorize(world.db, world.double, "carol")
+    issue = world.double.create_issue(REPO, "Typo in README", "It says teh.", user="alice")
+    payload = issue_labeled(world.double, REPO, issue.number, user="carol")
+    (job_id,) = world.deliver("issues", payload)
+    job = world.wait(job_id)
+    assert job.state == JobState.SUCCEEDED, (job.result, job.steps, world.worker.output())
+    branch = f"onloop/issue-{issue.number}"
+    sha = world.double.branch_sha(REPO, branch)
+    assert sha is not None
+    (push,) = world.double.pushes
+    assert push.identity.login == "carol"
+    pr = world.double.issue(REPO, job.result["pr"])
+    assert pr.pull is not None and pr.pull.head_ref == branch and pr.user == "carol"
+    assert f"Fixes #{issue.number}" in (pr.body or "")
+    assert "reviewer" in (pr.body or "") or "review" in (pr.body or "")
+    assert f"Onloop-Job: {job_id}" in message(world.double, sha)
+    files = tree_at(world.double, sha, tmp_path / "after")
+    assert (files / "README.md").read_text() == "the widgets\n"
+    assert not (files / "TASK.md").exists()
+    assert "agent" in [s["name"] for s in job.steps]
+
+
+def test_agent_fix_comment_reads_the_failed_runs_of_the_head(world: World) -> None:
+    from tests.payloads import pr_comment
+
+    authorize(world.db, world.double, "carol")
+    world.failing_run()
+    payload = pr_comment(world.double, REPO, 1, "/agent fix", "carol")
+    (job_id,) = world.deliver("issue_comment", payload)
+    job = world.wait(job_id)
+    assert job.state == JobState.SUCCEEDED, (job.result, job.steps, world.worker.output())
+    (push,) = world.double.pushes
+    assert push.identity.login == "carol"  # the commenter acts, not the PR's author
+    failures = next(s for s in job.steps if s["name"] == "failures")
+    assert failures["output"] == "lint"
+
+
+def test_red_default_branch_gets_a_fix_pr(world: World, tmp_path: Path) -> None:
+    authorize(world.db, world.double, "alice")
+    world.double.commit(REPO, "main", {"bad.py": BAD}, message="Break main")
+    run = world.failing_run("main")
+    payload = workflow_run_failed(world.double, REPO, run, None, user="alice")
+    (job_id,) = world.deliver("workflow_run", payload)
+    job = world.wait(job_id)
+    assert job.state == JobState.SUCCEEDED, (job.result, job.steps, world.worker.output())
+    branch = f"onloop/fix-ci-{run.head_sha[:7]}"
+    sha = world.double.branch_sha(REPO, branch)
+    assert sha is not None and world.double.branch_sha(REPO, "main") == run.head_sha
+    (pr,) = [i for i in world.double.repo(REPO).issues.values() if i.pull and i.number != 1]
+    assert pr.pull is not None and pr.pull.head_ref == branch and pr.user == "alice"
+    files = tree_at(world.double, sha, tmp_path / "after")
+    assert subprocess.run(["ruff", "check", "."], cwd=files).returncode == 0
+
+
+def test_metrics_count_jobs_steps_sandboxes_and_the_merge_rate(agent_world: World) -> None:
+    from tests.conftest import load_fixture
+    from tests.payloads import _installation_id, _repository
+
+    world = agent_world
+    authorize(world.db, world.double, "carol")
+    issue = world.double.create_issue(REPO, "Typo in README", "It says teh.", user="alice")
+    (job_id,) = world.deliver(
+        "issues", issue_labeled(world.double, REPO, issue.number, user="carol")
+    )
+    job = world.wait(job_id)
+    assert job.state == JobState.SUCCEEDED, job.result
+    closed = load_fixture("pull_request.opened")
+    closed["action"] = "closed"
+    closed["repository"] = _repository(world.double, REPO)
+    closed["installation"] = {"id": _installation_id(world.double, REPO)}
+    closed["number"] = closed["pull_request"]["number"] = job.result["pr"]
+    closed["pull_request"]["merged"] = True
+    closed["pull_request"]["head"]["ref"] = f"onloop/issue-{issue.number}"
+    deliver(world.client, "pull_request", closed)
+    finished = 'onloop_jobs_finished_total{kind="fix_issue",state="succeeded"} 1.0'
+
+    def scrape() -> set[str] | None:
+        lines = set(world.client.get("/metrics").get_data(as_text=True).splitlines())
+        return lines if finished in lines else None
+
+    lines = wait_until(scrape, 30, finished)
+    assert 'onloop_pull_requests_opened_total{kind="fix_issue"} 1.0' in lines
+    assert 'onloop_pull_requests_closed_total{outcome="merged"} 1.0' in lines
+    assert 'onloop_deliveries_total{event="issues",outcome="202"} 1.0' in lines
+    assert "onloop_sandbox_start_seconds_count 1.0" in lines
+    assert 'onloop_step_duration_seconds_count{kind="fix_issue",step="agent"} 1.0' in lines
+    assert 'onloop_jobs{kind="fix_issue",state="succeeded"} 1.0' in lines
+
+
+WORKFLOW_AGENT = "mkdir -p .github/workflows && echo 'on: push' > .github/workflows/ci.yml"
+
+
+@pytest.fixture
+def workflow_world(
+    github_double: GitHubDouble, database_url: str, tmp_path: Path
+) -> Iterator[World]:
+    yield from make_world(
+        github_double, database_url, tmp_path, agent="command", agent_command=WORKFLOW_AGENT
+    )
+
+
+def test_an_agent_that_edits_a_workflow_is_refused_and_nothing_is_pushed(
+    workflow_world: World,
+) -> None:
+    world = workflow_world
+    authorize(world.db, world.double, "carol")
+    issue = world.double.create_issue(REPO, "Add CI", "Please add a workflow.", user="alice")
+    (job_id,) = world.deliver(
+        "issues", issue_labeled(world.double, REPO, issue.number, user="carol")
+    )
+    job = world.wait(job_id)
+    assert job.state == JobState.FAILED and job.result["outcome"] == "refused", job.result
+    assert any(v.startswith("paths.deny") for v in job.result["violations"]), job.result
+    assert not world.double.pushes
+    assert world.double.branch_sha(REPO, f"onloop/issue-{issue.number}") is None
+    refusal = world.bot_comment_with("refused to push", issue.number)
+    assert ".github/workflows/ci.yml" in refusal.body
+
+
+def test_the_audit_log_accounts_for_every_write_of_a_job(agent_world: World) -> None:
+    from app import audit
+
+    world = agent_world
+    authorize(world.db, world.double, "carol")
+    issue = world.double.create_issue(REPO, "Typo in README", "It says teh.", user="alice")
+    (job_id,) = world.deliver(
+        "issues", issue_labeled(world.double, REPO, issue.number, user="carol")
+    )
+    job = world.wait(job_id)
+    assert job.state == JobState.SUCCEEDED, job.result
+    world.bot_comment_with("Done", issue.number)  # the status comment's last edit
+
+    def seen() -> list[tuple[str, str, str | None]]:
+        calls = world.double.calls(surface="api")
+        return sorted((c.method, c.path, c.identity.kind) for c in calls if c.method != "GET")
+
+    def logged() -> list[tuple[str, str, str | None]]:
+        entries = audit.entries(world.db, job_id=job_id, action=audit.GITHUB_WRITE)
+        return sorted((e.detail["method"], e.detail["path"], e.token_kind) for e in entries)
+
+    # The double answers a write a moment before onloop records it, and the check run's
+    # last edit may come just after the status comment's.
+    try:
+        wait_until(lambda: logged() == seen(), 30, "the audit log to account for every write")
+    finally:
+        assert logged() == seen()
+    assert ("POST", f"/repos/{REPO}/pulls", "user") in logged()
+    (push,) = world.double.pushes
+    (pushed,) = audit.entries(world.db, job_id=job_id, action=audit.GIT_PUSH)
+    assert (pushed.detail["new"], pushed.identity) == (push.updates[0].new, "carol")
+    actions = {e.action for e in audit.entries(world.db, job_id=job_id)}
+    assert {audit.DELIVERY, audit.POLICY, audit.STEP, audit.SANDBOX_EXEC} <= actions

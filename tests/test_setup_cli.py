@@ -1,0 +1,100 @@
+"""`onloop setup` as a real process: it serves the manifest flow, writes .env, then exits."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+from dotenv import dotenv_values
+
+from tests.github_double.double import GitHubDouble
+from tests.manifest_flow import created, form, submit
+from tests.redis_server import free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _cli_env(double: GitHubDouble, public: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ONLOOP_")}
+    return env | {
+        "ONLOOP_GITHUB_URL": double.url,
+        "ONLOOP_GITHUB_API_URL": double.api_url,
+        "ONLOOP_PUBLIC_URL": public,
+        "ONLOOP_LOG_JSON": "false",
+        "PYTHONPATH": str(ROOT),
+    }
+
+
+def _wait_for_port(port: int, proc: subprocess.Popen[str]) -> None:
+    for _ in range(300):
+        assert proc.poll() is None, proc.communicate()[0]
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise AssertionError("onloop setup did not listen")
+
+
+@pytest.mark.slow
+def test_onloop_setup_serves_the_flow_then_exits(
+    github_double: GitHubDouble, tmp_path: Path
+) -> None:
+    port = free_port()
+    public = f"http://127.0.0.1:{port}"
+    env_file = tmp_path / "conf" / ".env"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "setup", "--env-file", str(env_file)],
+        cwd=tmp_path,
+        env=_cli_env(github_double, public),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        _wait_for_port(port, proc)
+        browser = requests.Session()
+        page = browser.get(public + "/setup", timeout=10)
+        assert page.status_code == 200, page.text
+        location = submit(*form(page.text))
+        assert location.startswith(public + "/setup/callback?")
+        assert browser.get(location, timeout=10).status_code == 200
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, out
+    made = created(github_double)
+    values = dotenv_values(env_file)
+    assert values["ONLOOP_APP_ID"] == str(made.app.id)
+    assert len(values["ONLOOP_SECRET_KEY"] or "") >= 40  # generated for the signed state
+    assert f"Open {public}/setup in your browser" in out
+    assert "ONLOOP_CLIENT_SECRET" in out and str(values["ONLOOP_PRIVATE_KEY_PATH"]) in out
+    for secret in (made.app.client_secret, made.app.webhook_secret, values["ONLOOP_SECRET_KEY"]):
+        assert str(secret) not in out
+
+
+def test_onloop_setup_refuses_when_an_app_is_configured(
+    github_double: GitHubDouble, tmp_path: Path
+) -> None:
+    env_file = tmp_path / ".env"
+    env_file.write_text("ONLOOP_APP_ID=77\nONLOOP_CLIENT_SECRET=hush-value\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "app.cli", "setup", "--env-file", str(env_file)],
+        cwd=tmp_path,
+        env=_cli_env(github_double, "http://127.0.0.1:9"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert "already configured: ONLOOP_APP_ID, ONLOOP_CLIENT_SECRET" in done.stderr
+    assert "--force" in done.stderr and "hush-value" not in done.stderr + done.stdout
+    assert env_file.read_text() == "ONLOOP_APP_ID=77\nONLOOP_CLIENT_SECRET=hush-value\n"

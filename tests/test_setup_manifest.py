@@ -1,0 +1,254 @@
+"""`/setup`: the GitHub App manifest flow against the GitHub double, and the .env it writes."""
+
+from __future__ import annotations
+
+import logging
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+from cryptography.hazmat.primitives import serialization
+from dotenv import dotenv_values
+from flask import Flask
+
+from app import create_app, manifest
+from app.github import app_slug
+from app.settings import Settings
+from app.setup import SetupOptions, setup_state
+from tests.github_double.double import GitHubDouble
+from tests.github_double.fixtures import settings_for
+from tests.github_double.handlers.manifests import acting_as
+from tests.manifest_flow import created, form, submit
+
+PUBLIC = "https://onloop.example.com"
+UNSET = dict.fromkeys(
+    ("app_id", "app_slug", "client_id", "client_secret", "webhook_secret", "private_key_path")
+)
+
+
+def fresh_settings(double: GitHubDouble, tmp_path: Path, **overrides: Any) -> Settings:
+    """Settings pointed at the double with no GitHub App configured yet."""
+    return settings_for(double, tmp_path, public_url=PUBLIC, **{**UNSET, **overrides})
+
+
+def setup_app(settings: Settings, env_file: Path, overwrite: bool = False) -> Flask:
+    app = create_app(settings)  # the setup pages are part of the normal web app
+    setup_state(app).options = SetupOptions(env_file=env_file, overwrite=overwrite)
+    return app
+
+
+def run_flow(client: Any, double: GitHubDouble, query: str = "") -> tuple[Any, str]:
+    start = client.get(PUBLIC + "/setup" + query)
+    assert start.status_code == 200, start.get_data(as_text=True)
+    location = submit(*form(start.get_data(as_text=True)))
+    assert location.startswith(f"{PUBLIC}/setup/callback?code=")
+    return client.get(location), location
+
+
+def test_setup_page_posts_onloops_manifest_to_github_with_a_signed_state(
+    github_double: GitHubDouble, tmp_path: Path
+) -> None:
+    app = setup_app(fresh_settings(github_double, tmp_path), tmp_path / ".env")
+    page = app.test_client().get(PUBLIC + "/setup")
+    assert page.status_code == 200
+    assert "onloop_setup=" in page.headers["Set-Cookie"]
+    action, body = form(page.get_data(as_text=True))
+    assert action.startswith(f"{github_double.url}/settings/apps/new?state=")
+    assert len(action.split("state=", 1)[1]) > 40  # signed, not a bare nonce
+    assert body == {
+        "name": "onloop-onloop",
+        "url": PUBLIC,
+        "description": body["description"],
+        "hook_attributes": {"url": f"{PUBLIC}/webhooks/github", "active": True},
+        "redirect_url": f"{PUBLIC}/setup/callback",
+        "callback_urls": [f"{PUBLIC}/oauth/callback"],
+        "request_oauth_on_install": True,
+        "public": False,
+        "default_permissions": {
+            "contents": "write",
+            "pull_requests": "write",
+            "issues": "write",
+            "checks": "write",
+            "actions": "read",
+            "metadata": "read",
+        },
+        "default_events": [
+            "issues",
+            "issue_comment",
+            "pull_request",
+            "check_suite",
+            "workflow_run",
+        ],
+    }
+
+
+def test_org_variant_posts_to_the_organisations_page(
+    github_double: GitHubDouble, tmp_path: Path
+) -> None:
+    app = setup_app(fresh_settings(github_double, tmp_path), tmp_path / ".env")
+    client = app.test_client()
+    page = client.get(PUBLIC + "/setup?org=octo-org")
+    action, body = form(page.get_data(as_text=True))
+    assert action.startswith(f"{github_double.url}/organizations/octo-org/settings/apps/new?state=")
+    assert body["name"] == "onloop-octo-org"
+    assert client.get(PUBLIC + "/setup?org=../evil").status_code == 400
+    page, _ = run_flow(client, github_double, "?org=octo-org&name=Agents%20Inc")
+    assert page.status_code == 200, page.get_data(as_text=True)
+    assert created(github_double).app.owner == "octo-org"
+    assert created(github_double).app.slug == "agents-inc"
+
+
+def test_callback_converts_the_code_and_writes_env_and_a_0600_key(
+    github_double: GitHubDouble,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    env_file = tmp_path / "deploy" / ".env"
+    env_file.parent.mkdir()
+    env_file.write_text("# mine\nONLOOP_PUBLIC_URL=https://onloop.example.com\nOTHER='kept'\n")
+    app = setup_app(fresh_settings(github_double, tmp_path), env_file)
+    client = app.test_client()
+    page, _ = run_flow(client, github_double)
+    text = page.get_data(as_text=True)
+    assert page.status_code == 200, text
+    made = created(github_double)
+    values = dotenv_values(env_file)
+    assert values["ONLOOP_APP_ID"] == str(made.app.id)
+    assert values["ONLOOP_APP_SLUG"] == made.app.slug == "onloop-onloop"
+    assert values["ONLOOP_CLIENT_ID"] == made.app.client_id
+    assert values["ONLOOP_CLIENT_SECRET"] == made.app.client_secret
+    assert values["ONLOOP_WEBHOOK_SECRET"] == made.app.webhook_secret
+    assert values["ONLOOP_PUBLIC_URL"] == PUBLIC and values["OTHER"] == "kept"
+    assert env_file.read_text().startswith("# mine\n")
+    assert stat.S_IMODE(env_file.stat().st_mode) == 0o600
+    key_path = Path(str(values["ONLOOP_PRIVATE_KEY_PATH"]))
+    assert key_path.is_absolute() and key_path.parent == env_file.parent
+    assert stat.S_IMODE(key_path.stat().st_mode) == 0o600
+    key = serialization.load_pem_private_key(key_path.read_bytes(), password=None)
+    public = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    assert public == made.app.public_key_pem
+    # The written settings work: the key signs an App JWT that GitHub accepts for this App.
+    written = Settings(_env_file=env_file, github_api_url=github_double.api_url)  # type: ignore[call-arg]
+    with acting_as(github_double, made):
+        assert app_slug(written) == made.app.slug
+    # The code went to GitHub once, without credentials; no value shows anywhere.
+    (conversion,) = github_double.calls("POST", "/app-manifests/")
+    assert conversion.status == 201 and "authorization" not in conversion.headers
+    seen = text + caplog.text + "".join(capsys.readouterr())
+    for secret in (made.app.client_secret, made.app.webhook_secret, made.pem.splitlines()[1]):
+        assert secret not in seen
+    assert "github app registered" in seen  # the event is logged, its values are not
+    # Done: the page will not start a second App.
+    assert client.get(PUBLIC + "/setup").status_code == 409
+
+
+def test_existing_values_are_not_overwritten_and_the_code_is_not_spent(
+    github_double: GitHubDouble, tmp_path: Path
+) -> None:
+    env_file = tmp_path / ".env"
+    app = setup_app(fresh_settings(github_double, tmp_path), env_file)
+    client = app.test_client()
+    start = client.get(PUBLIC + "/setup")
+    location = submit(*form(start.get_data(as_text=True)))
+    env_file.write_text("ONLOOP_CLIENT_SECRET=already-here\n")  # configured meanwhile
+    page = client.get(location)
+    assert page.status_code == 409
+    assert "ONLOOP_CLIENT_SECRET" in page.get_data(as_text=True)
+    assert "already-here" not in page.get_data(as_text=True)
+    assert env_file.read_text() == "ONLOOP_CLIENT_SECRET=already-here\n"
+    assert not github_double.calls("POST", "/app-manifests/")
+    assert not created(github_double).converted
+    assert client.get(PUBLIC + "/setup").status_code == 409
+
+
+def test_overwrite_when_asked_replaces_each_value_once(
+    github_double: GitHubDouble, tmp_path: Path
+) -> None:
+    env_file = tmp_path / ".env"
+    env_file.write_text("ONLOOP_APP_ID=1\nexport ONLOOP_APP_ID=2\nONLOOP_LOG_LEVEL=DEBUG\n")
+    (tmp_path / "onloop-onloop.private-key.pem").write_text("old key\n")
+    app = setup_app(fresh_settings(github_double, tmp_path), env_file, overwrite=True)
+    page, _ = run_flow(app.test_client(), github_double)
+    assert page.status_code == 200, page.get_data(as_text=True)
+    lines = env_file.read_text().splitlines()
+    assert [line for line in lines if "ONLOOP_APP_ID" in line] == [
+        f"ONLOOP_APP_ID={created(github_double).app.id}"
+    ]
+    assert "ONLOOP_LOG_LEVEL=DEBUG" in lines
+    assert (tmp_path / "onloop-onloop.private-key.pem").read_text().startswith("-----BEGIN")
+
+
+def test_callback_refuses_a_forged_state_or_another_browser(
+    github_double: GitHubDouble, tmp_path: Path
+) -> None:
+    env_file = tmp_path / ".env"
+    app = setup_app(fresh_settings(github_double, tmp_path), env_file)
+    victim = app.test_client()
+    location = submit(*form(app.test_client().get(PUBLIC + "/setup").get_data(as_text=True)))
+    assert victim.get(location).status_code == 400  # started in the attacker's browser
+    code = location.split("code=")[1].split("&")[0]
+    assert victim.get(f"{PUBLIC}/setup/callback?code={code}&state=forged").status_code == 400
+    assert victim.get(f"{PUBLIC}/setup/callback?code={code}").status_code == 400
+    assert not env_file.exists()
+    assert not github_double.calls("POST", "/app-manifests/")
+
+
+def test_a_code_github_does_not_know_writes_nothing(
+    github_double: GitHubDouble, tmp_path: Path
+) -> None:
+    env_file = tmp_path / ".env"
+    app = setup_app(fresh_settings(github_double, tmp_path), env_file)
+    client = app.test_client()
+    _, location = run_flow(client, github_double)  # converts the code once
+    env_file.unlink()
+    for path in tmp_path.glob("*.pem"):
+        path.unlink()
+    setup_state(app).done.clear()
+    action, _ = form(client.get(PUBLIC + "/setup").get_data(as_text=True))
+    code = location.split("code=")[1].split("&")[0]
+    state = action.split("state=", 1)[1]
+    again = client.get(f"{PUBLIC}/setup/callback?code={code}&state={state}")  # spent code
+    assert again.status_code == 502
+    assert "GitHub answered 404" in again.get_data(as_text=True)
+    assert not env_file.exists() and not list(tmp_path.glob("*.pem"))
+
+
+def test_setup_is_closed_once_an_app_is_configured(
+    github_double: GitHubDouble, tmp_path: Path
+) -> None:
+    app = create_app(settings_for(github_double, tmp_path))  # a configured onloop
+    setup_state(app).options = SetupOptions(env_file=tmp_path / ".env")
+    assert app.test_client().get(PUBLIC + "/setup").status_code == 404
+    unkeyed = setup_app(fresh_settings(github_double, tmp_path, secret_key=None), tmp_path / "e")
+    assert unkeyed.test_client().get(PUBLIC + "/setup").status_code == 503
+
+
+def test_the_double_converts_a_code_once(github_double: GitHubDouble, tmp_path: Path) -> None:
+    app = setup_app(fresh_settings(github_double, tmp_path), tmp_path / ".env")
+    location = submit(*form(app.test_client().get(PUBLIC + "/setup").get_data(as_text=True)))
+    code = location.split("code=")[1].split("&")[0]
+    url = f"{github_double.api_url}/app-manifests/{code}/conversions"
+    first = requests.post(url, timeout=10)
+    assert first.status_code == 201
+    body = first.json()
+    assert {"id", "slug", "client_id", "client_secret", "webhook_secret", "pem"} <= set(body)
+    assert body["pem"].startswith("-----BEGIN RSA PRIVATE KEY-----")
+    assert body["owner"]["login"] == github_double.app.owner
+    assert requests.post(url, timeout=10).status_code == 404
+
+
+@pytest.mark.parametrize(
+    "value", ["plain-1.2", "with space", "it's", 'quote" and $HOME', "back\\slash"]
+)
+def test_update_env_values_read_back_the_same(tmp_path: Path, value: str) -> None:
+    env_file = tmp_path / ".env"
+    env_file.write_text("A=1\n")
+    manifest.update_env(env_file, {"B": value})
+    manifest.update_env(env_file, {"A": "2"})
+    assert dotenv_values(env_file) == {"A": "2", "B": value}
