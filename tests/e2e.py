@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import docker
 import docker.errors
@@ -47,6 +48,12 @@ class World:
             self.db, TokenBox(SECRET_KEY), user.id, user.login, TokenPair(token, None, None, None)
         )
 
+    def deliver(self, event: str, payload: dict[str, Any]) -> list[int]:
+        """GitHub delivers `payload` as `event`; the ids of the jobs it made or joined."""
+        response = deliver(self.client, event, payload)
+        assert response.status_code == 202, response.get_data(as_text=True)
+        return [int(i) for i in response.get_json()["jobs"]]
+
     def comment(self, body: str, user: str, number: int = 1) -> int:
         """`user` comments `body` on the PR (the comment exists on the double, as on GitHub,
         so it can be reacted to) and GitHub delivers it; the job's id."""
@@ -84,6 +91,13 @@ class World:
         return [
             c for c in self.double.comments(REPO, number) if c.user == self.double.app.bot_login
         ]
+
+    def bot_comment_with(self, text: str, number: int = 1) -> Comment:
+        """The one bot comment that says `text`, once it does (status comments are edited a
+        moment after the job's row is final)."""
+        wait_until(lambda: [c for c in self.bot_comments(number) if text in c.body], 60, text)
+        (found,) = [c for c in self.bot_comments(number) if text in c.body]
+        return found
 
     def final_status(self, job_id: int, number: int = 1) -> Comment:
         """The job's status comment once it has its last word (it is edited a moment after
@@ -147,10 +161,16 @@ class World:
         return found
 
 
-def make_world(github_double: GitHubDouble, database_url: str, tmp_path: Path) -> Iterator[World]:
+def make_world(
+    github_double: GitHubDouble,
+    database_url: str,
+    tmp_path: Path,
+    files: dict[str, str | bytes] | None = None,
+    **overrides: Any,
+) -> Iterator[World]:
     """For a test module's `world` fixture (`yield from make_world(...)`): the double with
-    `octo/widgets` (alice: write, bob: read, carol: maintain) and a worker; afterwards,
-    onloop never merged nor approved anything."""
+    `octo/widgets` holding `files` (alice: write, bob: read, carol: maintain) and a worker
+    with the settings `overrides`; afterwards, onloop never merged nor approved anything."""
     redis = RedisServer(tmp_path).start()
     settings = settings_for(
         github_double,
@@ -159,8 +179,9 @@ def make_world(github_double: GitHubDouble, database_url: str, tmp_path: Path) -
         redis_url=redis.url,
         work_dir=tmp_path / "work",
         feedback_interval=0,  # every step change is its own edit: countable
+        **overrides,
     )
-    github_double.create_repo(REPO, files={"README.md": "widgets\n"})
+    github_double.create_repo(REPO, files=files or {"README.md": "widgets\n"})
     for login, role in (("alice", "write"), ("bob", "read"), ("carol", "maintain")):
         github_double.set_permission(REPO, login, role)
     db = Database(database_url)

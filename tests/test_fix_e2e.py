@@ -10,22 +10,16 @@ from typing import Any
 
 import pytest
 
-from app import create_app
-from app.crypto import TokenBox
-from app.db import Database
 from app.models import Job, JobState
-from app.settings import Settings
-from app.user_tokens import TokenPair, store
+from tests import e2e
 from tests.conftest import deliver
+from tests.e2e import REPO, World
 from tests.github_double.double import GitHubDouble
-from tests.github_double.fixtures import SECRET_KEY, settings_for
 from tests.github_double.handlers.actions import WorkflowRun, add_run
 from tests.payloads import check_suite_failed, issue_labeled, workflow_run_failed
-from tests.redis_server import RedisServer
-from tests.worker_proc import WorkerProcess, wait_until
+from tests.worker_proc import wait_until
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
-REPO = "octo/widgets"
 PYPROJECT = '[project]\nname = "widgets"\nversion = "0"\n\n[tool.ruff]\nline-length = 100\n'
 BAD = "import os\nimport sys\n\n\ndef main( ):\n    return sys.argv\n"
 RUFF_LOG = """\
@@ -37,12 +31,6 @@ RUFF_LOG = """\
 2026-12-01T10:00:01.0000000Z [*] 1 fixable with the `--fix` option.
 2026-12-01T10:00:01.1000000Z ##[error]Process completed with exit code 1.
 """
-
-
-def authorize(db: Database, double: GitHubDouble, login: str) -> None:
-    user = double.user(login)
-    pair = TokenPair(double.issue_user_token(login), None, None, None)
-    store(db, TokenBox(SECRET_KEY), user.id, user.login, pair)
 
 
 def tree_at(double: GitHubDouble, sha: str, dest: Path) -> Path:
@@ -65,69 +53,36 @@ def message(double: GitHubDouble, sha: str) -> str:
     ).stdout
 
 
-class World:
-    def __init__(self, double: GitHubDouble, settings: Settings, db: Database, log: Path):
-        self.double, self.settings, self.db = double, settings, db
-        self.client = create_app(settings, db=db).test_client()
-        self.worker = WorkerProcess(settings, log).start()
+def failing_run(world: World, head: str = "feature") -> WorkflowRun:
+    """A completed Actions run on `head`'s tip whose `lint` job failed on ruff."""
+    sha = world.double.branch_sha(REPO, head)
+    assert sha is not None
+    return add_run(world.double, REPO, sha, head, [("lint", "failure", RUFF_LOG)])
 
-    def deliver(self, event: str, payload: dict[str, Any]) -> list[int]:
-        response = deliver(self.client, event, payload)
-        assert response.status_code == 202, response.get_data(as_text=True)
-        return [int(i) for i in response.get_json()["jobs"]]
 
-    def wait(self, job_id: int) -> Job:
-        def done() -> Job | None:
-            with self.db.sessions() as s:
-                job = s.get(Job, job_id)
-                return job if job is not None and job.state in JobState.TERMINAL else None
-
-        job: Job = wait_until(done, 180, f"job {job_id}")
-        return job
-
-    def failing_run(self, head: str = "feature") -> WorkflowRun:
-        sha = self.double.branch_sha(REPO, head)
-        assert sha is not None
-        return add_run(self.double, REPO, sha, head, [("lint", "failure", RUFF_LOG)])
-
-    def bot_comment_with(self, text: str, number: int = 1) -> Any:
-        """The one bot comment that says `text` (status comments are edited a moment after
-        the job's row is final)."""
-        wait_until(lambda: [c for c in self.bot_comments(number) if text in c.body], 30, text)
-        (found,) = [c for c in self.bot_comments(number) if text in c.body]
-        return found
-
-    def bot_comments(self, number: int = 1) -> list[Any]:
-        bot = self.double.app.bot_login
-        return [c for c in self.double.comments(REPO, number) if c.user == bot]
+def label_issue(
+    world: World, labeller: str, title: str = "Typo in README", body: str = "It says teh."
+) -> tuple[Any, Job]:
+    """alice files an issue, `labeller` (authorised) labels it `agent:fix`; the finished job."""
+    world.authorize(labeller)
+    issue = world.double.create_issue(REPO, title, body, user="alice")
+    payload = issue_labeled(world.double, REPO, issue.number, user=labeller)
+    (job_id,) = world.deliver("issues", payload)
+    return issue, world.wait(job_id)
 
 
 def make_world(
     double: GitHubDouble, database_url: str, tmp_path: Path, **settings: Any
 ) -> Iterator[World]:
-    redis = RedisServer(tmp_path).start()
-    config = settings_for(
-        double,
-        tmp_path,
-        database_url=database_url,
-        redis_url=redis.url,
-        work_dir=tmp_path / "work",
-        sandbox_pool_size=0,
-        **settings,
-    )
-    double.create_repo(REPO, files={"pyproject.toml": PYPROJECT, "README.md": "teh widgets\n"})
-    double.create_branch(REPO, "feature")
-    double.commit(REPO, "feature", {"bad.py": BAD}, message="Add bad.py")
-    double.create_pull(REPO, "feature", title="Feature", user="alice")
-    for login, role in (("alice", "write"), ("bob", "read"), ("carol", "maintain")):
-        double.set_permission(REPO, login, role)
-    db = Database(database_url)
-    world = World(double, config, db, tmp_path / "worker.log")
-    yield world
-    world.worker.stop()
-    db.dispose()
-    redis.stop()
-    assert not double.merges and not double.approvals
+    """The shared e2e world, with a Python repository and alice's PR `feature` adding bad.py."""
+    files: dict[str, str | bytes] = {"pyproject.toml": PYPROJECT, "README.md": "teh widgets\n"}
+    for world in e2e.make_world(
+        double, database_url, tmp_path, files, sandbox_pool_size=0, **settings
+    ):
+        double.create_branch(REPO, "feature")
+        double.commit(REPO, "feature", {"bad.py": BAD}, message="Add bad.py")
+        double.create_pull(REPO, "feature", title="Feature", user="alice")
+        yield world
 
 
 @pytest.fixture
@@ -139,9 +94,9 @@ def world(github_double: GitHubDouble, database_url: str, tmp_path: Path) -> Ite
 def test_ruff_failure_is_fixed_and_pushed_as_the_pr_author(
     world: World, event: str, tmp_path: Path
 ) -> None:
-    authorize(world.db, world.double, "alice")
+    world.authorize("alice")
     old = world.double.branch_sha(REPO, "feature")
-    run = world.failing_run()
+    run = failing_run(world)
     build = workflow_run_failed if event == "workflow_run" else check_suite_failed
     (job_id,) = world.deliver(event, build(world.double, REPO, run, 1, user="bob"))
     job = world.wait(job_id)
@@ -163,7 +118,7 @@ def test_ruff_failure_is_fixed_and_pushed_as_the_pr_author(
 
 
 def test_third_failure_after_two_fix_commits_stops_with_one_comment(world: World) -> None:
-    authorize(world.db, world.double, "alice")
+    world.authorize("alice")
     for n in (1, 2):
         world.double.commit(
             REPO,
@@ -173,7 +128,7 @@ def test_third_failure_after_two_fix_commits_stops_with_one_comment(world: World
         )
     head = world.double.branch_sha(REPO, "feature")
     for _ in range(2):
-        run = world.failing_run()
+        run = failing_run(world)
         (job_id,) = world.deliver("workflow_run", workflow_run_failed(world.double, REPO, run, 1))
         job = world.wait(job_id)
         assert job.state == JobState.SUCCEEDED and job.result["outcome"] == "stopped", job.result
@@ -183,27 +138,26 @@ def test_third_failure_after_two_fix_commits_stops_with_one_comment(world: World
 
 
 def test_checks_that_still_fail_push_nothing_and_say_which(world: World) -> None:
-    authorize(world.db, world.double, "alice")
+    world.authorize("alice")
     world.double.commit(
-        REPO, "main", {".github/onloop.yml": "checks:\n  test: python3 -c 'raise SystemExit(3)'\n"}
+        REPO,
+        "main",
+        {".github/onloop.yml": "bogus: 1\nchecks:\n  test: python3 -c 'raise SystemExit(3)'\n"},
     )
     head = world.double.branch_sha(REPO, "feature")
-    run = world.failing_run()
+    run = failing_run(world)
     (job_id,) = world.deliver("workflow_run", workflow_run_failed(world.double, REPO, run, 1))
     job = world.wait(job_id)
     assert job.state == JobState.FAILED and job.result["outcome"] == "unvalidated", job.result
     assert world.double.branch_sha(REPO, "feature") == head and not world.double.pushes
     report = world.bot_comment_with("nothing was pushed")
     assert "SystemExit(3)" in report.body and "exit 3" in report.body
+    unknown = world.bot_comment_with("keys onloop does not know")
+    assert "`bogus`" in unknown.body
 
 
 def test_fix_issue_without_an_agent_says_how_to_configure_one(world: World) -> None:
-    authorize(world.db, world.double, "alice")
-    issue = world.double.create_issue(REPO, "Typo in README", "It says teh.", user="alice")
-    (job_id,) = world.deliver(
-        "issues", issue_labeled(world.double, REPO, issue.number, user="alice")
-    )
-    job = world.wait(job_id)
+    issue, job = label_issue(world, "alice")
     assert job.state == JobState.FAILED and job.result["outcome"] == "no_agent"
     notice = world.bot_comment_with("ONLOOP_AGENT", issue.number)
     assert "no coding agent" in notice.body and not world.double.pushes
@@ -221,11 +175,8 @@ def agent_world(github_double: GitHubDouble, database_url: str, tmp_path: Path) 
 
 def test_fix_issue_opens_a_pr_in_the_labellers_name(agent_world: World, tmp_path: Path) -> None:
     world = agent_world
-    authorize(world.db, world.double, "carol")
-    issue = world.double.create_issue(REPO, "Typo in README", "It says teh.", user="alice")
-    payload = issue_labeled(world.double, REPO, issue.number, user="carol")
-    (job_id,) = world.deliver("issues", payload)
-    job = world.wait(job_id)
+    issue, job = label_issue(world, "carol")
+    job_id = job.id
     assert job.state == JobState.SUCCEEDED, (job.result, job.steps, world.worker.output())
     branch = f"onloop/issue-{issue.number}"
     sha = world.double.branch_sha(REPO, branch)
@@ -246,8 +197,8 @@ def test_fix_issue_opens_a_pr_in_the_labellers_name(agent_world: World, tmp_path
 def test_agent_fix_comment_reads_the_failed_runs_of_the_head(world: World) -> None:
     from tests.payloads import pr_comment
 
-    authorize(world.db, world.double, "carol")
-    world.failing_run()
+    world.authorize("carol")
+    failing_run(world)
     payload = pr_comment(world.double, REPO, 1, "/agent fix", "carol")
     (job_id,) = world.deliver("issue_comment", payload)
     job = world.wait(job_id)
@@ -259,9 +210,9 @@ def test_agent_fix_comment_reads_the_failed_runs_of_the_head(world: World) -> No
 
 
 def test_red_default_branch_gets_a_fix_pr(world: World, tmp_path: Path) -> None:
-    authorize(world.db, world.double, "alice")
+    world.authorize("alice")
     world.double.commit(REPO, "main", {"bad.py": BAD}, message="Break main")
-    run = world.failing_run("main")
+    run = failing_run(world, "main")
     payload = workflow_run_failed(world.double, REPO, run, None, user="alice")
     (job_id,) = world.deliver("workflow_run", payload)
     job = world.wait(job_id)
@@ -280,12 +231,7 @@ def test_metrics_count_jobs_steps_sandboxes_and_the_merge_rate(agent_world: Worl
     from tests.payloads import _installation_id, _repository
 
     world = agent_world
-    authorize(world.db, world.double, "carol")
-    issue = world.double.create_issue(REPO, "Typo in README", "It says teh.", user="alice")
-    (job_id,) = world.deliver(
-        "issues", issue_labeled(world.double, REPO, issue.number, user="carol")
-    )
-    job = world.wait(job_id)
+    issue, job = label_issue(world, "carol")
     assert job.state == JobState.SUCCEEDED, job.result
     closed = load_fixture("pull_request.opened")
     closed["action"] = "closed"
@@ -326,12 +272,7 @@ def test_an_agent_that_edits_a_workflow_is_refused_and_nothing_is_pushed(
     workflow_world: World,
 ) -> None:
     world = workflow_world
-    authorize(world.db, world.double, "carol")
-    issue = world.double.create_issue(REPO, "Add CI", "Please add a workflow.", user="alice")
-    (job_id,) = world.deliver(
-        "issues", issue_labeled(world.double, REPO, issue.number, user="carol")
-    )
-    job = world.wait(job_id)
+    issue, job = label_issue(world, "carol", "Add CI", "Please add a workflow.")
     assert job.state == JobState.FAILED and job.result["outcome"] == "refused", job.result
     assert any(v.startswith("paths.deny") for v in job.result["violations"]), job.result
     assert not world.double.pushes
@@ -344,12 +285,8 @@ def test_the_audit_log_accounts_for_every_write_of_a_job(agent_world: World) -> 
     from app import audit
 
     world = agent_world
-    authorize(world.db, world.double, "carol")
-    issue = world.double.create_issue(REPO, "Typo in README", "It says teh.", user="alice")
-    (job_id,) = world.deliver(
-        "issues", issue_labeled(world.double, REPO, issue.number, user="carol")
-    )
-    job = world.wait(job_id)
+    issue, job = label_issue(world, "carol")
+    job_id = job.id
     assert job.state == JobState.SUCCEEDED, job.result
     world.bot_comment_with("Done", issue.number)  # the status comment's last edit
 

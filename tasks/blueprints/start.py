@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from github.PullRequest import PullRequest
 from github.Repository import Repository
 from sqlalchemy import update
@@ -11,10 +13,11 @@ from app import governance
 from app.models import Job
 from app.org_config import effective_for
 from app.repo_config import ConfigError
+from tasks.comments import upsert_comment
 from tasks.context import JobContext, JobFailed
 from tasks.notices import notice
 from tasks.people import role_of
-from tasks.repo_settings import LoadedConfig, load_repo_config
+from tasks.repo_settings import CONFIG_PATH, LoadedConfig, load_repo_config
 
 # Refusals of automatic fixes that nobody asked for: said in the job's record, not in a comment.
 QUIET_RULES = ("auto_fix_ci", "fork.automatic", "max_ci_fix_attempts")
@@ -49,6 +52,7 @@ def act_as(ctx: JobContext, login: str, user_id: int | None) -> None:
 def effective_config(ctx: JobContext, repo: Repository) -> LoadedConfig:
     """`.github/onloop.yml` from the default branch, narrowed by the organisation's file."""
     loaded = load_repo_config(ctx.db, repo)
+    report_config_problems(ctx, repo, loaded)
     try:
         loaded.config = effective_for(ctx.settings, loaded.config)
     except ConfigError as exc:
@@ -57,6 +61,22 @@ def effective_config(ctx: JobContext, repo: Repository) -> LoadedConfig:
             "ask the operator to fix it"
         ) from None
     return loaded
+
+
+def report_config_problems(ctx: JobContext, repo: Repository, loaded: LoadedConfig) -> None:
+    """A bad `.github/onloop.yml` (the line that is wrong) or unknown keys: one comment per
+    problem and thread, kept apart from the job's status so that it is not edited away."""
+    problems = []
+    if loaded.error is not None:
+        problems.append(f"`{CONFIG_PATH}` cannot be used ({loaded.error}); defaults apply.")
+    if loaded.unknown:
+        keys = ", ".join(f"`{k}`" for k in loaded.unknown)
+        problems.append(f"`{CONFIG_PATH}` has keys onloop does not know, ignored: {keys}.")
+    if not problems or ctx.job.number is None:
+        return
+    text = " ".join(problems) + " It is read from the default branch."
+    key = "config-" + hashlib.sha256(text.encode()).hexdigest()[:12]
+    upsert_comment(repo.get_issue(ctx.job.number), key, text, ctx.settings.bot_login)
 
 
 def check_policy(
