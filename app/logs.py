@@ -26,6 +26,12 @@ def configure_logging(level: str = "INFO", json: bool = True) -> None:
         cache_logger_on_first_use=False,
     )
     logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s %(message)s")
+    # At DEBUG these print response bodies and redirect URLs: installation tokens from
+    # POST /app/installations/{id}/access_tokens and pre-signed log URLs. Never below INFO.
+    numeric = logging.getLevelName(str(level).upper())
+    floor = max(logging.INFO, numeric if isinstance(numeric, int) else logging.INFO)
+    for noisy in ("github", "urllib3", "requests"):
+        logging.getLogger(noisy).setLevel(floor)
 
 
 def get_logger(name: str) -> structlog.stdlib.BoundLogger:

@@ -62,6 +62,7 @@ class Settings(BaseSettings):
     fix_label: str = "agent:fix"
     max_body_bytes: int = 25 * 1024 * 1024
     job_time_limit: int = Field(default=3600, ge=60)
+    job_lease_seconds: int = Field(default=60, ge=2)  # a dead worker's job is run again after
     dispatch_interval: float = 1.0
     # Seconds between edits of one status comment or check run (the last edit is never held).
     feedback_interval: float = Field(default=1.0, ge=0)

@@ -10,13 +10,15 @@ from collections.abc import Callable
 
 import redis
 from celery import Celery
+from celery.exceptions import SoftTimeLimitExceeded
+from github.GithubException import RateLimitExceededExceedsMaxWait
 from sqlalchemy import select, update
 
 from app import audit
 from app.commands import Kind
 from app.db import Database
 from app.logs import get_logger
-from app.models import Delivery, Job, JobState, aware, utcnow
+from app.models import Delivery, Job, JobState, Outbox, aware, utcnow
 from app.settings import Settings
 from app.telemetry import telemetry
 from tasks import feedback
@@ -35,7 +37,6 @@ from tasks.people import resume_if_authorized
 
 log = get_logger("onloop.jobs")
 
-LEASE_SECONDS = int(os.environ.get("ONLOOP_JOB_LEASE_SECONDS", "60"))
 
 _databases: dict[str, Database] = {}
 _limiters: dict[str, Limiter] = {}
@@ -100,20 +101,18 @@ def run_job(settings: Settings, job_id: int, requeue: Callable[[float], None] | 
         if admission.admitted:
             return _run_claimed(settings, db, job_id)
         place = queue_position(db, row)
+        waiting = {"waiting": admission.reason, "position": place}
         with db.session() as s:
             s.execute(
                 update(Job)
                 .where(Job.id == job_id, Job.state == JobState.QUEUED)
-                .values(result={"waiting": admission.reason, "position": place})
+                .values(result=waiting)
             )
-        audit.record(
-            db,
-            audit.LIMIT_WAIT,
-            repo=row.repo,
-            job_id=job_id,
-            detail={"reason": admission.reason, "position": place},
-        )
-        feedback.queued(settings, db, row, admission.reason, place)
+            if requeue is not None:  # a message is out again: the dispatcher need not resend
+                s.add(Outbox(job_id=job_id, published_at=utcnow()))
+        if row.result != waiting:  # said once per change of reason or place
+            audit.record(db, audit.LIMIT_WAIT, repo=row.repo, job_id=job_id, detail=waiting)
+            feedback.queued(settings, db, row, admission.reason, place)
         if requeue is not None:
             requeue(admission.retry_after)
         return f"waiting ({admission.reason}, position {place})"
@@ -121,7 +120,7 @@ def run_job(settings: Settings, job_id: int, requeue: Callable[[float], None] | 
 
 def _run_claimed(settings: Settings, db: Database, job_id: int) -> str:
     owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-    if not claim(db, job_id, owner, LEASE_SECONDS):
+    if not claim(db, job_id, owner, settings.job_lease_seconds):
         with db.sessions() as s:
             state = s.scalar(select(Job.state).where(Job.id == job_id))
         log.info("job not claimed", job_id=job_id, state=state)
@@ -143,7 +142,7 @@ def _run_claimed(settings: Settings, db: Database, job_id: int) -> str:
     bound = log.bind(job_id=job_id, repo=job.repo, kind=job.kind)
     runner = runners().get(job.kind)
     with (
-        Heartbeat(db, job_id, owner, LEASE_SECONDS) as beat,
+        Heartbeat(db, job_id, owner, settings.job_lease_seconds) as beat,
         audit.audit_writes(db, repo=job.repo, job_id=job_id),
     ):
         ctx = JobContext(settings=settings, db=db, job=job, cancel=beat.lost)
@@ -162,10 +161,24 @@ def _run_claimed(settings: Settings, db: Database, job_id: int) -> str:
             result, state = {"waiting": str(exc)}, JobState.WAITING_FOR_AUTHORIZATION
         except JobFailed as exc:
             result, state = {"error": exc.message, **exc.result}, JobState.FAILED
+        except RateLimitExceededExceedsMaxWait:
+            message = (
+                "GitHub's rate limit for onloop is used up for longer than a job may wait; "
+                "ask again once it resets (usually within the hour)"
+            )
+            result, state = {"error": message}, JobState.FAILED
+        except SoftTimeLimitExceeded:
+            message = f"the job ran past onloop's time limit ({settings.job_time_limit} s)"
+            result, state = {"error": message}, JobState.FAILED
         except Exception as exc:
             bound.exception("job crashed")
             result, state = {"error": f"internal error: {type(exc).__name__}"}, JobState.FAILED
         if not finish(db, job_id, owner, state, result):
+            with db.sessions() as s:
+                now = s.scalar(select(Job.state).where(Job.id == job_id))
+            if now == JobState.CANCELLED:  # cancelled under it: its status says so
+                ctx.tell("finished", JobState.CANCELLED, {})
+                return "cancelled"
             bound.info("job changed hands before it finished")
             return "lost"
         ctx.tell("finished", state, result)

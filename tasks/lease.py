@@ -56,25 +56,45 @@ def finish(db: Database, job_id: int, owner: str, state: str, result: dict[str, 
         return bool(done.rowcount)  # type: ignore[attr-defined]
 
 
+MAX_ATTEMPTS = 3  # a job whose worker died this often is failed, not run again
+
+
 def requeue_abandoned(db: Database) -> list[int]:
-    """Running jobs whose worker stopped renewing go back to the queue from a clean state."""
+    """Running jobs whose worker stopped renewing go back to the queue from a clean state,
+    unless their workers already died MAX_ATTEMPTS times on them (a job that kills its
+    worker, say by running it out of memory): those fail with a message that says so."""
     now = utcnow()
     with db.session() as s:
-        ids = list(
-            s.scalars(
-                select(Job.id)
+        rows = list(
+            s.execute(
+                select(Job.id, Job.attempts)
                 .where(Job.state == JobState.RUNNING, Job.lease_expires_at < now)
                 .with_for_update(skip_locked=True)
             )
         )
-        for job_id in ids:
+        requeued = []
+        for job_id, attempts in rows:
+            values: dict[str, Any] = {"lease_owner": None, "lease_expires_at": None}
+            if attempts >= MAX_ATTEMPTS:
+                values |= {
+                    "state": JobState.FAILED,
+                    "live_key": None,
+                    "finished_at": now,
+                    "result": {
+                        "error": f"the worker running this job stopped {attempts} times "
+                        "(out of memory or time?); onloop gave up. Ask again, or tell the "
+                        "people who run onloop"
+                    },
+                }
+            else:
+                values["state"] = JobState.QUEUED
             s.execute(
-                update(Job)
-                .where(Job.id == job_id, Job.state == JobState.RUNNING)
-                .values(state=JobState.QUEUED, lease_owner=None, lease_expires_at=None)
+                update(Job).where(Job.id == job_id, Job.state == JobState.RUNNING).values(**values)
             )
-            s.add(Outbox(job_id=job_id))
-        return ids
+            if attempts < MAX_ATTEMPTS:
+                s.add(Outbox(job_id=job_id))
+                requeued.append(job_id)
+        return requeued
 
 
 class Heartbeat:

@@ -8,9 +8,11 @@ from tasks.comments import upsert_comment
 from tasks.context import JobContext
 
 
-def notice(ctx: JobContext, repo: Repository, key: str, body: str) -> int:
-    """One bot comment per (job, key), edited when the job runs again."""
-    assert ctx.job.number is not None
+def notice(ctx: JobContext, repo: Repository, key: str, body: str) -> int | None:
+    """One bot comment per (job, key), edited when the job runs again; None for a job on no
+    issue or pull request (a red default branch), where there is nowhere to say it."""
+    if ctx.job.number is None:
+        return None
     issue = repo.get_issue(ctx.job.number)
     comment = upsert_comment(issue, f"job-{ctx.job.id}-{key}", body, ctx.settings.bot_login)
     return int(comment.id)

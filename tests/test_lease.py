@@ -69,3 +69,21 @@ def test_cancelled_job_cannot_be_renewed_or_finished(db: Database) -> None:
     assert not finish(db, job_id, "w1", JobState.SUCCEEDED, {})
     with db.sessions() as s:
         assert s.scalar(select(Job.state).where(Job.id == job_id)) == JobState.CANCELLED
+
+
+def test_a_job_whose_worker_keeps_dying_fails_after_three_attempts(db: Database) -> None:
+    job_id = new_job(db)
+    for attempt in range(1, 4):
+        assert claim(db, job_id, f"worker-{attempt}", 60)
+        with db.session() as s:
+            s.execute(
+                update(Job)
+                .where(Job.id == job_id)
+                .values(lease_expires_at=utcnow() - timedelta(seconds=1))
+            )
+        assert requeue_abandoned(db) == ([job_id] if attempt < 3 else [])
+    with db.sessions() as s:
+        job = s.get(Job, job_id)
+        assert job is not None
+        assert (job.state, job.live_key, job.attempts) == (JobState.FAILED, None, 3)
+        assert "stopped 3 times" in job.result["error"]

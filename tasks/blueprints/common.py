@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from github import GithubException
 from github.PullRequest import PullRequest
 from github.Repository import Repository
 from sqlalchemy import update
@@ -21,7 +23,7 @@ from app.telemetry import telemetry
 from tasks.blast_radius import check_diff, describe
 from tasks.blueprints.start import act_as, check_policy, effective_config, installation_repo
 from tasks.context import Cancelled, JobContext, JobFailed, WaitForAuthorization
-from tasks.git_auth import GitError
+from tasks.git_auth import GitError, git
 from tasks.notices import ask_to_authorize, notice
 from tasks.people import NeedsAuthorization, as_person, user_token
 from tasks.repo_settings import LoadedConfig
@@ -105,7 +107,9 @@ class Session:
                 snapshots=place.snapshots,
                 pool=place.pool,
                 gateway=gateway,
-                egress=gateway.policy(egress) if gateway is not None else None,
+                egress=gateway.policy(egress, f"installation-{self.ctx.job.installation_id}")
+                if gateway is not None
+                else None,
             ) as js:
                 js.sandbox.observers.append(self._audit_command)
                 if js.refused:
@@ -122,8 +126,8 @@ class Session:
                 log=exc.result.output[-3000:],
                 refused=[str(r) for r in exc.refused],
             ) from None
-        except SandboxError:
-            if self.ctx.cancel.is_set():
+        except (SandboxError, JobFailed):
+            if self.ctx.cancel.is_set():  # its sandbox was stopped under it: a cancel
                 raise Cancelled() from None
             raise
 
@@ -159,6 +163,26 @@ class Session:
         return collect_commits(
             box, self.place.cache, self.repo.full_name, base, f"refs/onloop/job-{self.ctx.job.id}"
         )
+
+    def branch_lease(self, branch: str, again: str) -> str:
+        """What `branch` must still hold when onloop pushes its own branch: "" (it must not
+        exist), or its tip when an earlier run of this same job pushed it (a worker died
+        after pushing). Anything else on it is somebody's work: JobFailed, never overwritten."""
+        try:
+            tip = self.repo.get_branch(branch).commit.sha
+        except GithubException as exc:
+            if exc.status == 404:
+                return ""
+            raise
+        cache, name = self.place.cache, self.repo.full_name
+        mirror = cache.ensure(name, self.repo.clone_url, self.install_token, sha=tip)
+        message = git(["log", "-1", "--format=%B", tip], mirror, check=False).stdout
+        if not re.search(rf"^{TRAILER}: {self.ctx.job.id}$", message, re.MULTILINE):
+            raise JobFailed(
+                f"branch `{branch}` already exists and holds work this job did not make; "
+                f"delete or rename it, then {again}"
+            )
+        return tip
 
     def guard(self, base: str, head: str) -> list[str]:
         """Why the change from `base` to `head` must not be pushed (blast-radius rules,
@@ -257,6 +281,12 @@ def begin(
         try:
             token = user_token(ctx, login, ctx.job.requested_by_id)
         except NeedsAuthorization as exc:
+            if ctx.job.number is None:  # no thread to ask in: say why in the job's record
+                raise JobFailed(
+                    f"@{login} has not authorised onloop ({exc.reason}), and there is no pull "
+                    "request to ask them on; they can authorise at "
+                    f"{ctx.settings.public_url.rstrip('/')}/oauth/login"
+                ) from None
             ask_to_authorize(ctx, repo, login, exc.reason)
             raise WaitForAuthorization(exc.reason) from None
     return Session(ctx, repo, install_token, loaded, login, token)

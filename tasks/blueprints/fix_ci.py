@@ -41,14 +41,22 @@ class FixCI:
         return self.pr is not None and (head is None or head.full_name != self.job.repo.full_name)
 
 
+def trigger_sha(ctx: JobContext) -> str | None:
+    """The commit whose CI failed, as delivered (the job row's head moves when onloop pushes,
+    so a job that runs again must not read it back from there)."""
+    sha = ctx.command.get("head_sha")
+    return str(sha) if sha else None
+
+
 def _find_pr(ctx: JobContext, repo: Any) -> PullRequest | None:
     """The job's PR: its number, or for a fork's run (no PR listed) the open PR with this head."""
     if ctx.job.number is not None:
         return repo.get_pull(ctx.job.number)
-    if ctx.params.get("default_branch") or not ctx.job.head_sha:
+    sha = trigger_sha(ctx)
+    if ctx.params.get("default_branch") or not sha:
         return None
-    for pr in repo.get_commit(ctx.job.head_sha).get_pulls():
-        if pr.state == "open" and pr.head.sha == ctx.job.head_sha:
+    for pr in repo.get_commit(sha).get_pulls():
+        if pr.state == "open" and pr.head.sha == sha:
             return pr
     return None
 
@@ -112,18 +120,25 @@ def _push(state: FixCI) -> str | None:
         job.push(change.new_sha, state.branch, lease=state.head_sha, clone_url=head_repo.clone_url)
         state.outcome = "pushed"
         return f"pushed {change.new_sha[:12]} to {state.branch}"
-    job.push(change.new_sha, state.branch, lease="")
+    lease = job.branch_lease(state.branch, "ask again with a new CI run")
+    job.push(change.new_sha, state.branch, lease=lease)
     default = job.repo.default_branch
-    pr = as_person(
-        job,
-        lambda: job.user_repo.create_pull(
+    owner = job.repo.full_name.split("/")[0]
+
+    def open_pr() -> PullRequest:  # an earlier run's PR for the branch is reused
+        repo = job.user_repo
+        existing = list(repo.get_pulls(state="open", head=f"{owner}:{state.branch}"))
+        if existing:
+            return existing[0]
+        return repo.create_pull(
             base=default,
             head=state.branch,
             title=f"Fix the red {default} branch",
             body=change.pr_body(f"CI fails on `{default}` at {state.head_sha[:12]}."),
             maintainer_can_modify=True,
-        ),
-    )
+        )
+
+    pr = as_person(job, open_pr)
     state.pr, state.outcome = pr, "pr"
     telemetry(job.ctx.settings.redis_url).inc("pull_requests_opened", kind="fix_ci")
     return f"opened #{pr.number}"
@@ -171,7 +186,8 @@ def run_fix_ci(ctx: JobContext) -> dict[str, Any]:
             "no open pull request has this head commit any more, so there is nothing to fix",
             outcome="no_pr",
         )
-    if pr is not None and automatic and ctx.job.head_sha and pr.head.sha != ctx.job.head_sha:
+    trigger = trigger_sha(ctx)
+    if pr is not None and automatic and trigger and pr.head.sha != trigger:
         return {"outcome": "stale", "summary": "The pull request has moved on; nothing to do."}
     if pr is not None and automatic:
         act_as(ctx, pr.user.login, pr.user.id)  # automatic fixes act as the PR's author
@@ -183,7 +199,7 @@ def run_fix_ci(ctx: JobContext) -> dict[str, Any]:
         *(s.name for s in AFTER),
     ]
     session = begin(ctx, "fix", found, pr)
-    head_sha = pr.head.sha if pr is not None else str(ctx.job.head_sha)
+    head_sha = pr.head.sha if pr is not None else str(trigger)
     ctx.head_sha = head_sha
     branch = pr.head.ref if pr is not None else f"onloop/fix-ci-{head_sha[:7]}"
     state = FixCI(session, pr, head_sha, branch)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from github import GithubException
 from github.Issue import Issue
 from github.PullRequest import PullRequest
 
@@ -14,9 +13,8 @@ from tasks.agent import AgentTask
 from tasks.blueprints import Step, run_steps
 from tasks.blueprints.change import STEPS as CHANGE_STEPS
 from tasks.blueprints.change import Change, configured_agent, make_change
-from tasks.blueprints.common import TRAILER, Session, begin, installation_repo
+from tasks.blueprints.common import Session, begin, installation_repo
 from tasks.context import JobContext, JobFailed
-from tasks.git_auth import git
 from tasks.people import as_person
 
 NO_AGENT = (
@@ -38,27 +36,6 @@ class FixIssue:
     lease: str = ""
     pr: PullRequest | None = None
     outcome: str = ""
-
-
-def _branch_lease(state: FixIssue) -> str | None:
-    """The branch may exist only from an earlier run of this same job (a worker died after
-    pushing); anything else on it is somebody's work and is not overwritten."""
-    try:
-        tip = state.job.repo.get_branch(state.branch).commit.sha
-    except GithubException as exc:
-        if exc.status == 404:
-            return "new branch"
-        raise
-    job = state.job
-    mirror = job.place.cache.ensure(job.repo.full_name, job.repo.clone_url, job.install_token)
-    message = git(["log", "-1", "--format=%B", tip], mirror, check=False).stdout
-    if f"{TRAILER}: {job.ctx.job.id}" not in message:
-        raise JobFailed(
-            f"branch `{state.branch}` already exists and holds work onloop did not make in this "
-            "job; delete or rename it, then remove and add the label again"
-        )
-    state.lease = tip
-    return f"replacing this job's earlier push {tip[:12]}"
 
 
 def _push(state: FixIssue) -> str | None:
@@ -116,7 +93,8 @@ def run_fix_issue(ctx: JobContext) -> dict[str, Any]:
     ctx.head_sha = base_sha
     state = FixIssue(session, issue, base_sha, f"onloop/issue-{issue.number}")
     with ctx.step("branch") as record:
-        record["output"] = _branch_lease(state) or ""
+        state.lease = session.branch_lease(state.branch, "remove and add the label again")
+        record["output"] = f"replacing {state.lease[:12]}" if state.lease else "new branch"
     state.change = make_change(
         session,
         AgentTask("fix_issue", issue.title, f"# {issue.title}\n\n{issue.body or ''}"),

@@ -4,6 +4,7 @@ proxy (proxy.py with tasks/sandbox/egress_plugin.py), plus the worker's download
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -114,9 +115,11 @@ class EgressGateway:
             if stale.stat().st_mtime < time.time() - 86400:
                 shutil.rmtree(stale, ignore_errors=True)
 
-    def policy(self, entries: Sequence[EgressEntry]) -> EgressPolicy:
-        """The policy for a job's (narrowed) egress list, with this worker's credentials."""
-        return EgressPolicy.from_entries(entries, self.credentials)
+    def policy(self, entries: Sequence[EgressEntry], cache_scope: str = "") -> EgressPolicy:
+        """The policy for a job's (narrowed) egress list, with this worker's credentials and
+        the download cache of `cache_scope` (one per installation, say)."""
+        policy = EgressPolicy.from_entries(entries, self.credentials)
+        return dataclasses.replace(policy, cache_scope=re.sub(r"[^A-Za-z0-9_.-]", "_", cache_scope))
 
     def egress_network(self) -> str:
         """The shared network with a way out, made on first use with inter-container traffic
@@ -170,7 +173,7 @@ class EgressGateway:
             proxy = self._start_proxy(f"onloop-proxy-{suffix}", labels, conf, network, egress)
             ip = self._ip(proxy, str(network.name))
             url = f"http://{ip}:{PROXY_PORT}"
-            mounts = self._cache_mounts(uid, gid)
+            mounts = self._cache_mounts(uid, gid, policy.cache_scope)
             env = policy.env(url, cache=bool(mounts))
             yield EgressSession(str(network.name), proxy, url, env, mounts)
         finally:
@@ -251,15 +254,16 @@ class EgressGateway:
             raise SandboxError(f"the egress proxy has no address on {network}")
         return ip
 
-    def _cache_mounts(self, uid: int, gid: int) -> list[Mount]:
+    def _cache_mounts(self, uid: int, gid: int, scope: str = "") -> list[Mount]:
         if self.cache_dir is None:
             return []
         self.cache_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        for path in (self.cache_dir, self.cache_dir / "pip", self.cache_dir / "npm"):
+        cache = self.cache_dir / scope if scope else self.cache_dir
+        for path in (cache, cache / "pip", cache / "npm"):
             path.mkdir(exist_ok=True, mode=0o700)
             if os.geteuid() == 0 and os.stat(path).st_uid != uid:
                 os.chown(path, uid, gid)
-        return [Mount(CACHE_MOUNT, str(self.cache_dir.resolve()), type="bind")]
+        return [Mount(CACHE_MOUNT, str(cache.resolve()), type="bind")]
 
 
 def remove_network(client: docker.DockerClient, network_id: str) -> bool:

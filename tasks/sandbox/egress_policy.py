@@ -82,6 +82,9 @@ class EgressPolicy:
     npm_registry: str | None = None
     trusted_hosts: tuple[str, ...] = ()  # plain-HTTP pip indexes
     auth: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
+    # Whose download cache setup gets (e.g. `installation-42`): one installation's downloads,
+    # some fetched with the operator's private-index credentials, never reach another's.
+    cache_scope: str = ""
 
     @classmethod
     def from_entries(
