@@ -100,6 +100,21 @@ def test_status_shows_the_steps_and_cancel_stops_the_running_sandbox(world: Worl
     assert not world.running("sleep 600")
 
 
+def test_cancel_stops_a_running_setup_too(world: World) -> None:
+    number = pull_request(world, "sandbox:\n  setup: sleep 600\n")
+    world.authorize("alice")
+    job_id = world.comment("/agent review", "alice", number)
+    (sandbox,) = wait_until(lambda: world.running("sleep 600"), 120, "the job's setup")
+    cancel = world.wait(world.comment("/agent cancel", "alice", number))
+    assert cancel.result == {"cancelled": [job_id]}, (cancel.result, world.worker.output())
+    # `sleep 600` would hold setup's container for ten minutes: it goes because it was stopped
+    wait_until(lambda: sandbox not in world.containers(), 60, "setup's sandbox to be removed")
+    status = world.final_status(job_id, number)
+    assert "**Cancelled**" in status.body, status.body
+    assert world.job(job_id).state == JobState.CANCELLED
+    assert not world.running("sleep 600")
+
+
 def test_cancelling_a_job_that_waits_for_authorisation_says_so_in_its_comment(
     world: World,
 ) -> None:

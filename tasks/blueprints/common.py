@@ -89,37 +89,54 @@ class Session:
         gateway, egress = place.gateway, self.config.sandbox.egress
         if egress is None:  # unset: the default registries (pypi, npm)
             egress = narrow_egress(None, None)[0]
+        boxes: list[Sandbox] = []  # setup's, then the job's: /agent cancel stops them now
+
+        def stop_all() -> None:
+            for box in boxes:
+                box.stop()
+
+        def on_start(box: Sandbox) -> None:
+            boxes.append(box)
+            if self.ctx.cancel.is_set():  # cancelled while the workspace was checked out
+                box.stop()
+
         try:
-            with job_sandbox(
-                place.backend,
-                place.cache,
-                job_id=str(self.ctx.job.id),
-                repo=name,
-                clone_url=clone_url or self.repo.clone_url,
-                rev=rev,
-                image=self.config.sandbox.image or self.ctx.settings.sandbox_image,
-                workspace_root=place.workspaces,
-                limits=place.limits(self.config.sandbox.timeout),
-                token=self.install_token,
-                refs=refs,
-                branch=branch,
-                setup=self.config.sandbox.setup,
-                snapshots=place.snapshots,
-                pool=place.pool,
-                gateway=gateway,
-                egress=gateway.policy(egress, f"installation-{self.ctx.job.installation_id}")
-                if gateway is not None
-                else None,
-            ) as js:
+            with (
+                self.ctx.cancel_watch(stop_all),
+                job_sandbox(
+                    place.backend,
+                    place.cache,
+                    job_id=str(self.ctx.job.id),
+                    repo=name,
+                    clone_url=clone_url or self.repo.clone_url,
+                    rev=rev,
+                    image=self.config.sandbox.image or self.ctx.settings.sandbox_image,
+                    workspace_root=place.workspaces,
+                    limits=place.limits(self.config.sandbox.timeout),
+                    token=self.install_token,
+                    refs=refs,
+                    branch=branch,
+                    setup=self.config.sandbox.setup,
+                    snapshots=place.snapshots,
+                    pool=place.pool,
+                    gateway=gateway,
+                    egress=gateway.policy(egress, f"installation-{self.ctx.job.installation_id}")
+                    if gateway is not None
+                    else None,
+                    on_start=on_start,
+                ) as js,
+            ):
+                boxes.append(js.sandbox)
                 js.sandbox.observers.append(self._audit_command)
                 if js.refused:
                     self.notes.append(refusal_message(js.refused))
                 telemetry(self.ctx.settings.redis_url).observe(
                     "sandbox_start_seconds", time.monotonic() - started
                 )
-                with self.ctx.cancel_watch(js.sandbox.stop):  # /agent cancel stops it now
-                    yield js
+                yield js
         except SetupFailed as exc:
+            if self.ctx.cancel.is_set():
+                raise Cancelled() from None
             raise JobFailed(
                 f"the repository's setup command (`sandbox.setup`) failed with exit code "
                 f"{exc.result.exit_code}. {exc.hint}".strip(),

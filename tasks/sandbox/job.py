@@ -9,7 +9,7 @@ import re
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -75,6 +75,7 @@ def job_sandbox(
     pool: WarmPool | None = None,
     gateway: EgressGateway | None = None,
     egress: EgressPolicy | None = None,
+    on_start: Callable[[Sandbox], object] | None = None,
 ) -> Iterator[JobSandbox]:
     """A started sandbox with `rev` of `repo` checked out at /workspace; always removed.
 
@@ -125,6 +126,7 @@ def job_sandbox(
                 key,
                 gateway,
                 egress,
+                on_start,
             )
         if slot is not None:
             sandbox, slot = slot.activate(job_id, limits), None
@@ -169,6 +171,7 @@ def _setup(
     key: str | None,
     gateway: EgressGateway | None = None,
     egress: EgressPolicy | None = None,
+    on_start: Callable[[Sandbox], object] | None = None,
 ) -> tuple[ExecResult, str, list[Refusal]]:
     """Run `setup`; with a snapshot store, in a writable container that is then committed;
     with a gateway, on the job's own network with the proxy as its only way out."""
@@ -191,6 +194,8 @@ def _setup(
             box = backend.start(job_id, image, workspace, limits, writable_root=writable)
             env, refusals = {}, list
         stack.callback(box.stop)  # before the network goes
+        if on_start is not None:  # e.g. a cancel watch that may stop it mid-setup
+            on_start(box)
         result = box.exec(setup, env=env)
         refused = refusals()
         if refused:
