@@ -9,6 +9,7 @@ from cryptography.fernet import Fernet, InvalidToken
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from itsdangerous import BadSignature, SignatureExpired, URLSafeTimedSerializer
+from werkzeug.wrappers import Response
 
 
 def _derive(secret_key: str, purpose: bytes) -> bytes:
@@ -51,3 +52,19 @@ class StateSigner:
         except (SignatureExpired, BadSignature):
             return None
         return data if isinstance(data, dict) else None
+
+
+def set_nonce_cookie(
+    response: Response, name: str, nonce: str, *, max_age: int, public_url: str, path: str
+) -> None:
+    """The cookie that ties a signed `state` to the browser that started the flow, so nobody
+    can finish a flow they did not start in it (login CSRF)."""
+    response.set_cookie(
+        name,
+        nonce,
+        max_age=max_age,
+        httponly=True,
+        samesite="Lax",
+        secure=public_url.startswith("https://"),
+        path=path,
+    )

@@ -11,7 +11,7 @@ from flask import Blueprint, Response, current_app, redirect, request
 from sqlalchemy import and_, or_, select, update
 from werkzeug.wrappers import Response as BaseResponse
 
-from app.crypto import StateSigner, TokenBox
+from app.crypto import StateSigner, TokenBox, set_nonce_cookie
 from app.db import Database
 from app.models import Job, JobState, Outbox
 from app.state import Onloop, onloop
@@ -64,13 +64,12 @@ def login() -> BaseResponse:
     response = redirect(state.settings.github_url.rstrip("/") + "/login/oauth/authorize?" + query)
     # The nonce ties the callback to this browser, so nobody can finish a flow they did not
     # start in it (login CSRF).
-    response.set_cookie(
+    set_nonce_cookie(
+        response,
         COOKIE,
         nonce,
         max_age=_signer(state).max_age,
-        httponly=True,
-        samesite="Lax",
-        secure=state.settings.public_url.startswith("https://"),
+        public_url=state.settings.public_url,
         path="/oauth",
     )
     return response

@@ -19,7 +19,7 @@ import structlog
 from flask import Blueprint, Flask, Response, current_app, request
 
 from app import manifest
-from app.crypto import StateSigner
+from app.crypto import StateSigner, set_nonce_cookie
 from app.logs import get_logger
 from app.settings import Settings
 
@@ -140,13 +140,12 @@ def start() -> Response:
     )
     # The nonce ties the callback to this browser: nobody can make onloop write an App they
     # created into this configuration by sending someone a callback link.
-    response.set_cookie(
+    set_nonce_cookie(
+        response,
         COOKIE,
         nonce,
         max_age=STATE_MAX_AGE,
-        httponly=True,
-        samesite="Lax",
-        secure=state.settings.public_url.startswith("https://"),
+        public_url=state.settings.public_url,
         path="/setup",
     )
     return response

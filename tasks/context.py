@@ -56,6 +56,7 @@ class JobContext:
     cancel: threading.Event = field(default_factory=threading.Event)
     steps: list[dict[str, Any]] = field(default_factory=list)
     listeners: list[JobListener] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # said with the outcome (e.g. egress refusals)
     head_sha: str | None = None  # the commit the job works on, once known (for check runs)
     plan: list[str] = field(default_factory=list)  # the step names it expects, for "k of n"
 

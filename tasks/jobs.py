@@ -173,6 +173,8 @@ def _run_claimed(settings: Settings, db: Database, job_id: int) -> str:
         except Exception as exc:
             bound.exception("job crashed")
             result, state = {"error": f"internal error: {type(exc).__name__}"}, JobState.FAILED
+        if ctx.notes:
+            result = {**result, "notes": list(ctx.notes)}
         if not finish(db, job_id, owner, state, result):
             with db.sessions() as s:
                 now = s.scalar(select(Job.state).where(Job.id == job_id))

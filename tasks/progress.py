@@ -147,7 +147,8 @@ def final_text(
     if state == JobState.SUCCEEDED:
         summary = result_summary(result)
         head = f"{ICONS['succeeded']} **Done**: {ran}{more}" + (f"\n\n{summary}" if summary else "")
-        return f"{head}\n\n{folded}"
+        noted = notes(result)
+        return f"{head}\n\n{noted}\n\n{folded}" if noted else f"{head}\n\n{folded}"
     if state == JobState.CANCELLED:
         reason = str(result.get("reason") or "cancelled")
         hint = next_step(job, state, result)
@@ -163,6 +164,8 @@ def final_text(
     where = f" at step **{failed.get('name')}**" if failed else ""
     error = str(result.get("error") or "it stopped")
     parts = [f"{ICONS['failed']} **Failed**{where}: {ran}{more}", "", error]
+    if notes(result):
+        parts += ["", notes(result)]
     hint = next_step(job, state, result)
     if hint:
         parts += ["", f"**What you can do:** {hint}"]
@@ -172,6 +175,11 @@ def final_text(
         parts += ["", details(f"output of {failed.get('name') if failed else 'the job'}", log)]
     parts += ["", folded]
     return "\n".join(parts)
+
+
+def notes(result: Mapping[str, Any]) -> str:
+    """What the job noticed on the way (e.g. hosts setup could not reach), as a list."""
+    return "\n".join(f"- {n}" for n in result.get("notes") or [])
 
 
 def result_summary(result: Mapping[str, Any]) -> str:

@@ -6,7 +6,7 @@ import contextlib
 import re
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 
 from github import GithubException
@@ -20,7 +20,7 @@ from app.egress_config import narrow_egress
 from app.models import Job
 from app.repo_config import RepoConfig
 from app.telemetry import telemetry
-from tasks.blast_radius import check_diff, describe
+from tasks.blast_radius import check_diff
 from tasks.blueprints.start import act_as, check_policy, effective_config, installation_repo
 from tasks.context import Cancelled, JobContext, JobFailed, WaitForAuthorization
 from tasks.git_auth import GitError, git
@@ -47,7 +47,6 @@ class Session:
     loaded: LoadedConfig
     login: str
     token: gh.UserToken
-    notes: list[str] = field(default_factory=list)
 
     @property
     def config(self) -> RepoConfig:
@@ -129,7 +128,7 @@ class Session:
                 boxes.append(js.sandbox)
                 js.sandbox.observers.append(self._audit_command)
                 if js.refused:
-                    self.notes.append(refusal_message(js.refused))
+                    self.ctx.notes.append(refusal_message(js.refused))
                 telemetry(self.ctx.settings.redis_url).observe(
                     "sandbox_start_seconds", time.monotonic() - started
                 )
@@ -214,8 +213,6 @@ class Session:
             job_id=self.ctx.job.id,
             detail={"base": base, "head": head, "violations": [str(v) for v in found]},
         )
-        if found:
-            self.notes.append(describe(found))
         return [str(v) for v in found]
 
     def push(
