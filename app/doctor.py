@@ -127,6 +127,32 @@ def _agent(s: Settings) -> Check:
     return Check("agent", True, s.agent if s.agent == "command" else "none (no LLM steps)")
 
 
+def _egress(s: Settings) -> Check:
+    from tasks.sandbox.egress_policy import load_credentials
+    from tasks.sandbox.egress_tls import check_ca_bundle
+
+    said = []
+    for setting, path in (
+        ("ONLOOP_EGRESS_CREDENTIALS_FILE", s.egress_credentials_file),
+        ("ONLOOP_EGRESS_CA_FILE", s.egress_ca_file),
+    ):
+        if path is None:
+            continue
+        try:  # what is wrong, never what the file holds
+            if setting == "ONLOOP_EGRESS_CA_FILE":
+                said.append(f"{check_ca_bundle(path.read_bytes())} private index CA(s)")
+            else:
+                said.append(f"credentials for {len(load_credentials(path.read_text()))} index(es)")
+        except OSError as exc:
+            return Check("egress", False, f"{setting}: {exc.strerror}", f"check {path}")
+        except ValueError as exc:
+            hint = (
+                "see README, Settings" if "CREDENTIALS" in setting else "give PEM CA certificates"
+            )
+            return Check("egress", False, f"{setting}: {exc}", hint)
+    return Check("egress", True, ", ".join(said) or "no private index settings")
+
+
 CHECKS: list[Callable[[Settings], Check]] = [
     _settings,
     _webhook_secret,
@@ -135,6 +161,7 @@ CHECKS: list[Callable[[Settings], Check]] = [
     _docker,
     _github,
     _agent,
+    _egress,
 ]
 
 

@@ -46,6 +46,7 @@ class Settings(BaseSettings):
     snapshot_max_bytes: int = 20 * 2**30  # dependency snapshots kept, least recently used out
     reap_interval: int = Field(default=300, ge=10)  # seconds between sandbox reaper sweeps
     egress_credentials_file: Path | None = None  # YAML: private index URL -> credentials
+    egress_ca_file: Path | None = None  # PEM: CAs the setup proxy trusts for private indexes
     work_dir: Path = Path("var/work")  # mirrors and job workspaces on the worker
     authorization_wait: int = Field(default=24 * 3600, ge=60)  # seconds a job waits for OAuth
     agent: Literal["none", "openai", "command"] = "none"

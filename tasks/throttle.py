@@ -22,7 +22,7 @@ class Throttle(Generic[T]):
         self.send, self.lock, self.interval = send, lock, interval
         self.sent: T | None = None
         self.pending: T | None = None
-        self.last = 0.0
+        self.last = -float("inf")  # not 0: monotonic time counts from boot
         self.timer: threading.Timer | None = None
         self.closed = False
 

@@ -16,6 +16,7 @@ from tasks.repo_cache import RepoCache
 from tasks.sandbox import Limits, SandboxBackend, get_backend
 from tasks.sandbox.egress import EgressGateway
 from tasks.sandbox.egress_policy import load_credentials
+from tasks.sandbox.egress_tls import check_ca_bundle
 from tasks.sandbox.pool import WarmPool
 from tasks.sandbox.snapshots import SnapshotStore
 
@@ -64,6 +65,7 @@ def _make(settings: Settings) -> Workplace:
             proxy_image=settings.sandbox_image,
             cache_dir=root / "download-cache",
             credentials=_credentials(settings),
+            upstream_ca=_upstream_ca(settings),
         )
         if settings.sandbox_pool_size > 0:
             place.pool = WarmPool(
@@ -80,6 +82,16 @@ def _credentials(settings: Settings) -> dict[str, str]:
     """Private index credentials the egress proxy adds (never the sandbox)."""
     path = settings.egress_credentials_file
     return load_credentials(path.read_text()) if path is not None else {}
+
+
+def _upstream_ca(settings: Settings) -> bytes:
+    """CAs besides the public ones that the proxy trusts for HTTPS indexes it intercepts."""
+    path = settings.egress_ca_file
+    if path is None:
+        return b""
+    data = path.read_bytes()
+    check_ca_bundle(data)  # a bad file fails here, not in every job's proxy
+    return data
 
 
 def _fill(pool: WarmPool) -> None:

@@ -90,3 +90,33 @@ def test_unmigrated_database(
         healthy.model_copy(update={"database_url": f"sqlite:///{tmp_path}/new.db"}), capsys
     )
     assert code == 1 and "onloop db upgrade" in out
+
+
+def test_private_index_settings_are_checked_without_showing_them(
+    healthy: Settings, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from tasks.sandbox.egress_tls import make_job_tls
+
+    creds, ca = tmp_path / "creds.yml", tmp_path / "ca.pem"
+    creds.write_text("https://pkgs.example.com: {username: u, password: hunter2-secret}\n")
+    ca.write_bytes(make_job_tls(["pkgs.example.com"]).ca_pem)
+    good = healthy.model_copy(update={"egress_credentials_file": creds, "egress_ca_file": ca})
+    code, out = doctor(good, capsys)
+    assert code == 0, out
+    assert "ok   egress: credentials for 1 index(es), 1 private index CA(s)" in out
+    for broken, hint in (
+        ("https://pkgs.example.com: {username: u, password: hunter2-secret\n", "README"),
+        ("https://pkgs.example.com: hunter2-secret\n", "README"),
+    ):
+        creds.write_text(broken)
+        code, out = doctor(good, capsys)
+        assert code == 1 and "FAIL egress: ONLOOP_EGRESS_CREDENTIALS_FILE" in out, out
+        assert hint in out and "hunter2" not in out, out
+    creds.write_text("{}\n")
+    ca.write_bytes(make_job_tls(["pkgs.example.com"]).key_pem)  # a key, not a certificate
+    code, out = doctor(good, capsys)
+    assert "FAIL egress: ONLOOP_EGRESS_CA_FILE: not a PEM bundle" in out, out
+    assert "PRIVATE" not in out
+    missing = good.model_copy(update={"egress_ca_file": tmp_path / "nope.pem"})
+    code, out = doctor(missing, capsys)
+    assert code == 1 and "ONLOOP_EGRESS_CA_FILE: No such file" in out, out

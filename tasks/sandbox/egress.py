@@ -29,12 +29,14 @@ from tasks.sandbox.base import SandboxError
 from tasks.sandbox.docker_backend import HOST_LABEL, JOB_LABEL, remove_container
 from tasks.sandbox.egress_policy import (
     CACHE_MOUNT,
+    TRUST_MOUNT,
     EgressPolicy,
     Refusal,
     load_credentials,
     parse_refusals,
     refusal_message,
 )
+from tasks.sandbox.egress_tls import make_job_tls, proxy_flags
 
 __all__ = [
     "CACHE_MOUNT",
@@ -57,6 +59,7 @@ PROXY_IMAGE = "onloop-sandbox:latest"  # has proxy.py in /opt/tools (config/sand
 PLUGIN = Path(__file__).with_name("egress_plugin.py")
 READY_MARK = "onloop-egress-ready"
 PROXY_UID = 65532  # the proxy's own user when the worker is root
+CONF = "/opt/onloop-egress"  # the proxy's plugin, policy and TLS material (read-only)
 _ICC = "com.docker.network.bridge.enable_icc"
 # No address of the host on the job's bridge: with it, an `internal` network still reaches
 # every service the host listens on (https://github.com/moby/libnetwork/issues/1151).
@@ -100,6 +103,7 @@ class EgressGateway:
         proxy_image: str = PROXY_IMAGE,
         cache_dir: Path | None = None,
         credentials: Mapping[str, str] | None = None,
+        upstream_ca: bytes = b"",
         ready_timeout: float = 30.0,
     ) -> None:
         self.client = client
@@ -107,11 +111,13 @@ class EgressGateway:
         self.proxy_image = proxy_image
         self.cache_dir = cache_dir
         self.credentials = dict(credentials or {})
+        # CAs the proxy trusts for intercepted indexes besides the public ones (a company CA)
+        self.upstream_ca = upstream_ca
         self.ready_timeout = ready_timeout
         self.host = socket.gethostname()
         self._lock = threading.Lock()
         state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        for stale in state_dir.glob("proxy-*"):  # a dead worker's, from a day ago or more
+        for stale in [*state_dir.glob("proxy-*"), *state_dir.glob("trust-*")]:  # a dead worker's
             if stale.stat().st_mtime < time.time() - 86400:
                 shutil.rmtree(stale, ignore_errors=True)
 
@@ -158,6 +164,7 @@ class EgressGateway:
         suffix = f"{_safe(job_id)}--{secrets.token_hex(3)}"
         egress = self.egress_network()
         conf = Path(self.state_dir) / f"proxy-{suffix}"
+        trust = Path(self.state_dir) / f"trust-{suffix}"
         network: Any = None
         proxy: Container | None = None
         try:
@@ -169,12 +176,16 @@ class EgressGateway:
                 labels=labels,
                 check_duplicate=True,
             )
-            self._write_conf(conf, policy)
-            proxy = self._start_proxy(f"onloop-proxy-{suffix}", labels, conf, network, egress)
+            self._write_conf(conf, policy, trust, job_id)
+            flags = proxy_flags(CONF) if policy.intercept else []
+            name = f"onloop-proxy-{suffix}"
+            proxy = self._start_proxy(name, labels, conf, network, egress, flags)
             ip = self._ip(proxy, str(network.name))
             url = f"http://{ip}:{PROXY_PORT}"
             mounts = self._cache_mounts(uid, gid, policy.cache_scope)
             env = policy.env(url, cache=bool(mounts))
+            if policy.intercept:
+                mounts.append(Mount(TRUST_MOUNT, str(trust.resolve()), type="bind", read_only=True))
             yield EgressSession(str(network.name), proxy, url, env, mounts)
         finally:
             if proxy is not None:
@@ -182,27 +193,50 @@ class EgressGateway:
             if network is not None:
                 remove_network(self.client, str(network.id))
             shutil.rmtree(conf, ignore_errors=True)
+            shutil.rmtree(trust, ignore_errors=True)
 
-    def _write_conf(self, conf: Path, policy: EgressPolicy) -> None:
-        conf.mkdir(mode=0o700)
-        (conf / "onloop_egress.py").write_bytes(PLUGIN.read_bytes())
-        with open(os.open(conf / "policy.json", os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
-            json.dump(policy.document(), f)
+    def _write_conf(self, conf: Path, policy: EgressPolicy, trust: Path, job_id: str) -> None:
+        """The proxy's files (its own user's alone) and, when it intercepts, the job CA that
+        setup trusts (`trust`, world-readable: it holds no secret)."""
+        files = {"onloop_egress.py": PLUGIN.read_bytes()}
+        files["policy.json"] = json.dumps(policy.document()).encode()
+        if policy.intercept:
+            tls = make_job_tls(policy.intercepted_hosts(), job_id)
+            files |= tls.proxy_files(self.upstream_ca)
+            trust.mkdir(mode=0o755)
+            for name, data in tls.trust_files().items():
+                (trust / name).write_bytes(data)
         uid = self._proxy_uid()
+        conf.mkdir(mode=0o700)
+        paths = [conf]
+        for rel, data in files.items():
+            path = conf / rel
+            if path.parent not in paths:
+                path.parent.mkdir(mode=0o700)
+                paths.append(path.parent)
+            with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
+                f.write(data)
+            paths.append(path)
         if os.geteuid() == 0:
-            for path in (conf, conf / "onloop_egress.py", conf / "policy.json"):
+            for path in paths:
                 os.chown(path, uid, uid)
 
     def _proxy_uid(self) -> int:
         return PROXY_UID if os.geteuid() == 0 else os.geteuid()
 
     def _start_proxy(
-        self, name: str, labels: dict[str, str], conf: Path, network: Any, egress: str
+        self,
+        name: str,
+        labels: dict[str, str],
+        conf: Path,
+        network: Any,
+        egress: str,
+        extra: Sequence[str] = (),
     ) -> Container:
         uid = self._proxy_uid()
         flags = ["--hostname", "0.0.0.0", "--port", str(PROXY_PORT), "--num-acceptors", "1"]  # noqa: S104
         flags += ["--num-workers", "2", "--timeout", "120", "--log-level", "WARNING"]
-        flags += ["--plugins", "onloop_egress.EgressPolicyPlugin"]
+        flags += ["--plugins", "onloop_egress.EgressPolicyPlugin", *extra]
         try:
             container = self.client.containers.create(
                 image=self.proxy_image,
@@ -211,11 +245,11 @@ class EgressGateway:
                 name=name,
                 labels=labels,
                 user=f"{uid}:{uid}",
-                environment={"HOME": "/tmp", "PYTHONPATH": "/opt/onloop-egress"},  # noqa: S108
+                environment={"HOME": "/tmp", "PYTHONPATH": CONF},  # noqa: S108
                 network=str(network.name),
                 read_only=True,
                 tmpfs={"/tmp": "rw,nosuid,nodev,size=64m,mode=1777"},  # noqa: S108
-                mounts=[Mount("/opt/onloop-egress", str(conf), type="bind", read_only=True)],
+                mounts=[Mount(CONF, str(conf), type="bind", read_only=True)],
                 cap_drop=["ALL"],
                 security_opt=["no-new-privileges:true"],
                 init=True,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import json
-import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,10 +21,10 @@ from app.egress_config import (
     entry_url,
 )
 
-log = logging.getLogger(__name__)
-
 CACHE_MOUNT = "/opt/onloop-cache"  # pip/ and npm/ under it, mounted for setup only
+TRUST_MOUNT = "/opt/onloop-trust"  # the job CA (ca.pem) and a bundle with it, for setup only
 REFUSED_MARK = "onloop-egress-refused "  # as in egress_plugin.py
+UNTRUSTED = "its certificate is not trusted"  # an intercepted index's, as in egress_plugin.py
 
 
 @dataclass(frozen=True)
@@ -44,20 +43,33 @@ class Refusal:
 
 def refusal_message(refused: Sequence[Refusal]) -> str:
     """What the status comment and check run say about refused connections ('' if none)."""
-    targets = list(dict.fromkeys(r.target for r in refused))
-    if not targets:
-        return ""
-    them = "it" if len(targets) == 1 else "them"
-    return (
-        f"setup tried to reach {', '.join(targets)}; "
-        f"allow {them} in .github/onloop.yml under sandbox.egress"
-    )
+    said = []
+    targets = list(dict.fromkeys(r.target for r in refused if r.why != UNTRUSTED))
+    if targets:
+        them = "it" if len(targets) == 1 else "them"
+        said.append(
+            f"setup tried to reach {', '.join(targets)}; "
+            f"allow {them} in .github/onloop.yml under sandbox.egress"
+        )
+    untrusted = list(dict.fromkeys(r.target for r in refused if r.why == UNTRUSTED))
+    if untrusted:
+        said.append(
+            f"the setup proxy could not verify the certificate of {', '.join(untrusted)}, so "
+            "it sent no credentials there; onloop's operator can add the CA that signed it "
+            "to ONLOOP_EGRESS_CA_FILE"
+        )
+    return "; ".join(said)
 
 
 def load_credentials(text: str) -> dict[str, str]:
     """Credentials for private indexes (operator config, YAML or JSON): `{URL: {username,
     password}}` or `{URL: {token}}`, as {"host:port": Authorization header value}."""
-    data = yaml.safe_load(text) or {}
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:  # its message quotes the file: say where, not what
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ValueError(f"index credentials are not valid YAML{where}") from None
     if not isinstance(data, dict):
         raise ValueError("index credentials must map URLs to {username, password} or {token}")
     out: dict[str, str] = {}
@@ -82,6 +94,9 @@ class EgressPolicy:
     npm_registry: str | None = None
     trusted_hosts: tuple[str, ...] = ()  # plain-HTTP pip indexes
     auth: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
+    # HTTPS host:port pairs with credentials: the proxy intercepts their TLS to add them
+    # (tasks/sandbox/egress_tls.py); every other HTTPS connection is an opaque tunnel.
+    intercept: frozenset[str] = frozenset()
     # Whose download cache setup gets (e.g. `installation-42`): one installation's downloads,
     # some fetched with the operator's private-index credentials, never reach another's.
     cache_scope: str = ""
@@ -90,24 +105,24 @@ class EgressPolicy:
     def from_entries(
         cls, entries: Sequence[EgressEntry], credentials: Mapping[str, str] | None = None
     ) -> EgressPolicy:
-        """The policy for a (narrowed) `sandbox.egress` list. Credentials apply to plain-HTTP
-        hosts on the list only: HTTPS passes through the proxy as an opaque tunnel."""
+        """The policy for a (narrowed) `sandbox.egress` list. Credentials apply to hosts on the
+        list only; an HTTPS one among them is intercepted so the proxy can add them."""
         allow: set[tuple[str, int]] = set()
         pip: list[str] = []
         npm: str | None = None
         trusted: list[str] = []
-        plain: set[str] = set()  # host:port of plain-HTTP entries
+        tls: set[str] = set()  # host:port of entries that speak TLS (registries are HTTPS)
         for entry in entries:
             allow |= destinations(entry)
             url = entry_url(entry)
+            if not (url or "https://").startswith("http://"):
+                tls |= {f"{h}:{p}" for h, p in destinations(entry)}
             kind = entry.index if isinstance(entry, EgressIndex) else None
             if url is None:
                 registry = REGISTRIES[str(entry)]
                 pip += [registry.pip] if registry.pip else []
                 npm = npm or registry.npm
                 continue
-            if url.startswith("http://"):
-                plain |= {f"{h}:{p}" for h, p in destinations(entry)}
             path = urlsplit(url).path.rstrip("/")
             if kind == "pip" or (kind is None and path.endswith("/simple")):
                 pip.append(url)
@@ -115,11 +130,16 @@ class EgressPolicy:
                     trusted.append(urlsplit(url).netloc)
             elif kind == "npm":
                 npm = url
-        auth = {k: v for k, v in (credentials or {}).items() if k in plain}
         listed = {f"{h}:{p}" for h, p in allow}
-        for key in sorted(set(credentials or {}) & listed - set(auth)):
-            log.warning("index credentials for %s are not used: it is not plain HTTP", key)
-        return cls(frozenset(allow), tuple(dict.fromkeys(pip)), npm, tuple(trusted), auth)
+        auth = {k: v for k, v in (credentials or {}).items() if k in listed}
+        return cls(
+            frozenset(allow),
+            tuple(dict.fromkeys(pip)),
+            npm,
+            tuple(trusted),
+            auth,
+            frozenset(auth) & tls,
+        )
 
     def __bool__(self) -> bool:
         return bool(self.allow)
@@ -131,10 +151,20 @@ class EgressPolicy:
     def document(self) -> dict[str, Any]:
         """The plugin's policy file."""
         literal = sorted(h for h, _ in self.allow if re.fullmatch(r"[\d.]+|[0-9a-f:]+", h))
-        return {"allow": sorted(self.allow), "literal": literal, "auth": dict(self.auth)}
+        return {
+            "allow": sorted(self.allow),
+            "literal": literal,
+            "auth": dict(self.auth),
+            "intercept": sorted(self.intercept),
+        }
+
+    def intercepted_hosts(self) -> list[str]:
+        """The hosts whose TLS the proxy intercepts (the job CA's names)."""
+        return sorted({key.rsplit(":", 1)[0] for key in self.intercept})
 
     def env(self, proxy_url: str, cache: bool) -> dict[str, str]:
-        """The setup command's environment: proxy, indexes, caches (no credentials)."""
+        """The setup command's environment: proxy, indexes, caches, and trust in the job CA
+        when the proxy intercepts (no credentials)."""
         env = {name: proxy_url for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy")}
         env |= {"https_proxy": proxy_url, "npm_config_proxy": proxy_url}
         env |= {"npm_config_https_proxy": proxy_url, "NO_PROXY": "", "no_proxy": ""}
@@ -149,6 +179,12 @@ class EgressPolicy:
         if cache:
             env["PIP_CACHE_DIR"] = f"{CACHE_MOUNT}/pip"
             env["npm_config_cache"] = f"{CACHE_MOUNT}/npm"
+        if self.intercept:
+            # The public CAs plus the job's: for pip, requests, curl and Python's ssl module;
+            # Node adds NODE_EXTRA_CA_CERTS to its own roots (npm and yarn).
+            bundle = f"{TRUST_MOUNT}/bundle.pem"
+            env |= {name: bundle for name in ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")}
+            env |= {"CURL_CA_BUNDLE": bundle, "NODE_EXTRA_CA_CERTS": f"{TRUST_MOUNT}/ca.pem"}
         return env
 
 

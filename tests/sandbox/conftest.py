@@ -1,5 +1,6 @@
 """Sandbox fixtures: the Docker daemon (a failure in CI, a skip elsewhere), backends, a git
-server with token auth, and cleanup that checks no container outlives its test."""
+server with token auth, the setup egress gateway, and cleanup that checks no container
+outlives its test."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from tasks.sandbox.base import Limits, Sandbox, SandboxBackend
+from tasks.sandbox.egress import EgressGateway
 from tests.sandbox.git_server import GitServer
 
 IMAGE = os.environ.get("ONLOOP_SANDBOX_IMAGE", "onloop-sandbox:latest")
@@ -125,3 +127,26 @@ def git_server(tmp_path: Path, token: str) -> Iterator[GitServer]:
     root.mkdir()
     with GitServer(root, token) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def proxy_image(docker_client: Any, image: str) -> str:
+    try:
+        docker_client.containers.run(image, ["test", "-x", "/opt/tools/bin/proxy"], remove=True)
+    except Exception:
+        unavailable(f"{image} has no proxy.py: run `onloop sandbox build-image`")
+    return image
+
+
+@pytest.fixture
+def gateway(docker_client: Any, proxy_image: str, tmp_path: Path) -> EgressGateway:
+    return EgressGateway(
+        docker_client, tmp_path / "egress", proxy_image=proxy_image, cache_dir=tmp_path / "dl"
+    )
+
+
+@pytest.fixture
+def host_ip(docker_client: Any, gateway: EgressGateway) -> str:
+    """This machine's own address on the proxies' network: where the test index listens."""
+    network = docker_client.networks.get(gateway.egress_network())
+    return str(network.attrs["IPAM"]["Config"][0]["Gateway"])

@@ -7,6 +7,7 @@ import hashlib
 import html
 import io
 import random
+import ssl
 import threading
 import time
 import zipfile
@@ -46,9 +47,17 @@ def _noise(size: int) -> bytes:
 class PackageIndex:
     """Serves `/simple/<project>/` and `/files/<wheel>` on `host`; wheels carry PyPI's long
     Cache-Control. With `auth` ("user:password") every request needs it; `rate` (bytes/s)
-    throttles downloads. `requests` records (path, Authorization header) of each request."""
+    throttles downloads; with `tls` it serves HTTPS. `requests` records (path, Authorization
+    header) of each request."""
 
-    def __init__(self, host: str, *, auth: str | None = None, rate: float | None = None) -> None:
+    def __init__(
+        self,
+        host: str,
+        *,
+        auth: str | None = None,
+        rate: float | None = None,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self.wheels: dict[str, tuple[str, bytes]] = {}  # file name -> (project, data)
         self.auth = "Basic " + base64.b64encode(auth.encode()).decode() if auth else None
         self.rate = rate
@@ -66,12 +75,15 @@ class PackageIndex:
 
         self.httpd = ThreadingHTTPServer((host, 0), Handler)
         self.httpd.daemon_threads = True
+        self.scheme = "https" if tls else "http"
+        if tls is not None:
+            self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     @property
     def url(self) -> str:
-        host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        host, port = str(self.httpd.server_address[0]), self.httpd.server_address[1]
+        return f"{self.scheme}://{host}:{port}"
 
     def add(self, name: str, version: str = "1.0", **kwargs: Any) -> str:
         """Publish a wheel; its file name."""

@@ -25,7 +25,6 @@ from tasks.sandbox.egress import (
     refusal_message,
 )
 from tasks.sandbox.job import SetupFailed, job_sandbox
-from tests.sandbox.conftest import unavailable
 from tests.sandbox.git_server import GitServer, make_repo
 from tests.sandbox.package_index import PackageIndex
 
@@ -88,9 +87,18 @@ def test_policy_env_and_credentials_never_reach_the_sandbox_env() -> None:
     assert env["HTTPS_PROXY"] == env["http_proxy"] == "http://proxy:3128"
     assert env["PIP_CACHE_DIR"].startswith("/opt/onloop-cache/")
     assert "secret" not in repr(env) and "tok-123" not in repr(env) and "Basic" not in repr(env)
-    # Credentials apply where the proxy sees the request: plain HTTP on the list only.
-    assert set(policy.document()["auth"]) == {"10.1.2.3:8080"}
+    # Credentials apply to listed hosts only; the proxy opens the TLS of an HTTPS one alone,
+    # and setup then trusts the job's CA (a file with no secret in it).
+    assert set(policy.document()["auth"]) == {"10.1.2.3:8080", "pkgs.example.com:443"}
+    assert policy.document()["intercept"] == ["pkgs.example.com:443"]
+    assert policy.intercepted_hosts() == ["pkgs.example.com"]
+    assert env["PIP_CERT"] == env["SSL_CERT_FILE"] == "/opt/onloop-trust/bundle.pem"
+    assert env["NODE_EXTRA_CA_CERTS"] == "/opt/onloop-trust/ca.pem"
     assert policy.document()["literal"] == ["10.1.2.3"]
+    elsewhere = load_credentials("https://other.example.com: {token: t}")
+    unlisted = EgressPolicy.from_entries(["pypi"], elsewhere)
+    assert not unlisted.auth and not unlisted.intercept
+    assert "PIP_CERT" not in unlisted.env("http://p:1", cache=False)
     only_npm = EgressPolicy.from_entries([EgressIndex(url="https://npm.corp/r/", index="npm")])
     assert only_npm.env("http://p:1", cache=False)["npm_config_registry"] == "https://npm.corp/r/"
     assert "PIP_INDEX_URL" not in only_npm.env("http://p:1", cache=False)
@@ -135,29 +143,6 @@ def test_refusals_are_read_from_the_proxy_log_and_explained() -> None:
 
 
 # -- on real Docker --------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def proxy_image(docker_client: Any, image: str) -> str:
-    try:
-        docker_client.containers.run(image, ["test", "-x", "/opt/tools/bin/proxy"], remove=True)
-    except Exception:
-        unavailable(f"{image} has no proxy.py: run `onloop sandbox build-image`")
-    return image
-
-
-@pytest.fixture
-def gateway(docker_client: Any, proxy_image: str, tmp_path: Path) -> EgressGateway:
-    return EgressGateway(
-        docker_client, tmp_path / "egress", proxy_image=proxy_image, cache_dir=tmp_path / "dl"
-    )
-
-
-@pytest.fixture
-def host_ip(docker_client: Any, gateway: EgressGateway) -> str:
-    """This machine's own address on the proxies' network: where the test index listens."""
-    network = docker_client.networks.get(gateway.egress_network())
-    return str(network.attrs["IPAM"]["Config"][0]["Gateway"])
 
 
 @pytest.fixture
