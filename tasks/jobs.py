@@ -7,6 +7,7 @@ import socket
 import threading
 import uuid
 from collections.abc import Callable
+from functools import partial
 
 import redis
 from celery import Celery
@@ -99,7 +100,8 @@ def run_job(settings: Settings, job_id: int, requeue: Callable[[float], None] | 
         return _run_claimed(settings, db, job_id)
     with caps.slot(job_id, row.repo, row.installation_id) as admission:
         if admission.admitted:
-            return _run_claimed(settings, db, job_id)
+            adopt = partial(caps.adopt, admission.member, row.repo, row.installation_id)
+            return _run_claimed(settings, db, job_id, adopt)
         place = queue_position(db, row)
         waiting = {"waiting": admission.reason, "position": place}
         with db.session() as s:
@@ -118,13 +120,24 @@ def run_job(settings: Settings, job_id: int, requeue: Callable[[float], None] | 
         return f"waiting ({admission.reason}, position {place})"
 
 
-def _run_claimed(settings: Settings, db: Database, job_id: int) -> str:
+def _run_claimed(
+    settings: Settings, db: Database, job_id: int, adopt: Callable[[], int] | None = None
+) -> str:
+    """Claim the job and run it. `adopt`, called once the claim holds, drops the job's other
+    slots in Redis: the claim proves no other attempt runs it, so they belong to a dead worker
+    (whose slot would otherwise outlive its lease) or to a duplicate about to give up."""
     owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     if not claim(db, job_id, owner, settings.job_lease_seconds):
         with db.sessions() as s:
             state = s.scalar(select(Job.state).where(Job.id == job_id))
         log.info("job not claimed", job_id=job_id, state=state)
         return f"skipped ({state})"
+    if adopt is not None:
+        try:
+            if dropped := adopt():
+                log.info("dropped stale job slots", job_id=job_id, slots=dropped)
+        except redis.RedisError:  # they expire on their own; the job need not wait for Redis
+            log.warning("could not drop stale job slots", job_id=job_id, exc_info=True)
     with db.sessions() as s:
         job = s.get(Job, job_id)
         assert job is not None

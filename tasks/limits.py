@@ -4,6 +4,7 @@ starts, kept in Redis; a job over a limit stays queued and tries again, it is ne
 from __future__ import annotations
 
 import random
+import secrets
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,17 +20,24 @@ from app.settings import Settings
 SLOT_TTL = 120.0  # seconds a slot outlives its last renewal: a dead worker's slot frees itself
 FULL_RETRY = 5.0  # seconds before a job that found the slots full asks again (plus jitter)
 
-# Sorted sets of job ids scored by lease expiry (ms, Redis clock). Expired leases are dropped
-# first; a job already holding its slot renews it. Returns 0, or 1/2 for installation/repo full.
+# Sorted sets of slot members "<job id>:<token>", one per admission, scored by lease expiry
+# (ms, Redis clock). Expired leases are dropped first. Caps count distinct job ids: a second
+# attempt of a job that holds a slot (a duplicate message, or a retry while a dead worker's
+# slot lingers) is admitted on the same capacity and the DB claim decides which one runs.
+# Returns 0, or 1/2 for installation/repo full.
 _ACQUIRE = """
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local expires = now + tonumber(ARGV[2])
-for i = 1, 2 do redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now) end
-local held = redis.call('ZSCORE', KEYS[2], ARGV[1])
-if not held then
-  if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 1 end
-  if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[4]) then return 2 end
+local job = string.match(ARGV[1], '^[^:]*')
+for i = 1, 2 do
+  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now)
+  local jobs, n = {}, 0
+  for _, m in ipairs(redis.call('ZRANGE', KEYS[i], 0, -1)) do
+    local j = string.match(m, '^[^:]*')
+    if not jobs[j] then jobs[j], n = true, n + 1 end
+  end
+  if not jobs[job] and n >= tonumber(ARGV[2 + i]) then return i end
 end
 for i = 1, 2 do
   redis.call('ZADD', KEYS[i], expires, ARGV[1])
@@ -49,6 +57,22 @@ for i = 1, 2 do
 end
 return 1
 """
+# Drop every other member of the attempt's job (ARGV[1] is the attempt's own member): called
+# once the attempt holds the job in the database, so they are dead or failed attempts.
+# Returns how many such members there were.
+_ADOPT = """
+local job = string.match(ARGV[1], '^[^:]*')
+local gone, n = {}, 0
+for i = 1, 2 do
+  for _, m in ipairs(redis.call('ZRANGE', KEYS[i], 0, -1)) do
+    if m ~= ARGV[1] and string.match(m, '^[^:]*') == job then
+      redis.call('ZREM', KEYS[i], m)
+      if not gone[m] then gone[m], n = true, n + 1 end
+    end
+  end
+end
+return n
+"""
 # Token bucket: `burst` tokens, refilled at `rate` per second. Returns the seconds to wait
 # (as a string: Lua numbers reach Redis as integers), "0" when a token was taken.
 _TAKE = """
@@ -64,6 +88,17 @@ redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
 redis.call('PEXPIRE', KEYS[1], math.ceil(burst / rate * 1000) + 1000)
 return tostring(wait)
 """
+
+
+def new_member(job_id: int) -> str:
+    """A slot member unique to one attempt at the job, so that attempt's renew and release
+    never touch another attempt's slot (a duplicate message may run alongside)."""
+    return f"{int(job_id)}:{secrets.token_hex(8)}"
+
+
+def _job_of(member: str | bytes) -> str:
+    text = member.decode() if isinstance(member, bytes) else member
+    return text.split(":", 1)[0]
 
 
 def _installation_key(installation_id: int | None, repo: str) -> str:
@@ -90,6 +125,7 @@ class JobSlots:
         self.prefix = prefix
         self._acquire = redis.register_script(_ACQUIRE)
         self._renew = redis.register_script(_RENEW)
+        self._adopt = redis.register_script(_ADOPT)
 
     def keys(self, repo: str, installation_id: int | None) -> list[str]:
         return [
@@ -97,35 +133,43 @@ class JobSlots:
             f"{self.prefix}:slots:repo:{repo.lower()}",
         ]
 
-    def acquire(self, job_id: int, repo: str, installation_id: int | None) -> bool:
-        """Take a slot for the job (or renew the one it holds); False when either cap is full."""
-        return self.why_not(job_id, repo, installation_id) is None
+    def acquire(self, member: str, repo: str, installation_id: int | None) -> bool:
+        """Take a slot for the attempt `member` (see `new_member`), or renew the one it holds;
+        False when either cap is full."""
+        return self.why_not(member, repo, installation_id) is None
 
-    def why_not(self, job_id: int, repo: str, installation_id: int | None) -> str | None:
-        """Like acquire; None when the slot is the job's, else "installation" or "repo"."""
-        args = [str(job_id), self.ttl_ms, self.per_installation, self.per_repo]
+    def why_not(self, member: str, repo: str, installation_id: int | None) -> str | None:
+        """Like acquire; None when the slot is the attempt's, else "installation" or "repo"."""
+        args = [member, self.ttl_ms, self.per_installation, self.per_repo]
         code = int(self._acquire(keys=self.keys(repo, installation_id), args=args))
         return {0: None, 1: "installation", 2: "repo"}[code]
 
-    def renew(self, job_id: int, repo: str, installation_id: int | None) -> bool:
-        """Extend the job's lease; False when it had already expired."""
+    def renew(self, member: str, repo: str, installation_id: int | None) -> bool:
+        """Extend the attempt's lease; False when it had already expired."""
         keys = self.keys(repo, installation_id)
-        return bool(self._renew(keys=keys, args=[str(job_id), self.ttl_ms]))
+        return bool(self._renew(keys=keys, args=[member, self.ttl_ms]))
 
-    def release(self, job_id: int, repo: str, installation_id: int | None) -> None:
+    def release(self, member: str, repo: str, installation_id: int | None) -> None:
+        """Free the attempt's own slot; other attempts at the same job keep theirs."""
         pipe = self.redis.pipeline()
         for key in self.keys(repo, installation_id):
-            pipe.zrem(key, str(job_id))
+            pipe.zrem(key, member)
         pipe.execute()
 
+    def adopt(self, member: str, repo: str, installation_id: int | None) -> int:
+        """Drop the slots of the job's other attempts, leaving `member`'s: only once this
+        attempt holds the job in the database. Returns how many were dropped."""
+        return int(self._adopt(keys=self.keys(repo, installation_id), args=[member]))
+
     def running(self, repo: str, installation_id: int | None) -> tuple[int, int]:
-        """(jobs holding a slot in the installation, in the repository), expired ones aside."""
+        """(jobs holding a slot in the installation, in the repository), expired ones aside;
+        a job with several attempts' slots counts once, as in the caps."""
         now_ms = int(self.redis.time()[0]) * 1000
-        inst, rep = self.keys(repo, installation_id)
-        return (
-            int(self.redis.zcount(inst, now_ms, "+inf")),
-            int(self.redis.zcount(rep, now_ms, "+inf")),
-        )
+        pipe = self.redis.pipeline()
+        for key in self.keys(repo, installation_id):
+            pipe.zrangebyscore(key, now_ms, "+inf")
+        inst, rep = pipe.execute()
+        return len({_job_of(m) for m in inst}), len({_job_of(m) for m in rep})
 
 
 class StartBucket:
@@ -152,6 +196,7 @@ class Admission:
     admitted: bool
     reason: str = "ok"  # "ok", "installation", "repo" (a cap is full) or "rate"
     retry_after: float = 0.0
+    member: str = ""  # this attempt's slot (see `new_member`), held only when admitted
 
 
 class Limiter:
@@ -176,19 +221,27 @@ class Limiter:
         return cls(slots, bucket)
 
     def admit(self, job_id: int, repo: str, installation_id: int | None) -> Admission:
-        """Take a slot and a start token, or neither. The caller must `release` an admitted
-        job's slot (or use `slot()`, which does both and renews the lease meanwhile)."""
-        full = self.slots.why_not(job_id, repo, installation_id)
+        """Take a slot and a start token for a new attempt at the job, or neither. The caller
+        must `release` an admitted attempt's `member` (or use `slot()`, which does both and
+        renews the lease meanwhile)."""
+        member = new_member(job_id)
+        full = self.slots.why_not(member, repo, installation_id)
         if full is not None:
-            return Admission(False, full, FULL_RETRY + random.uniform(0, FULL_RETRY))  # noqa: S311
+            retry = FULL_RETRY + random.uniform(0, FULL_RETRY)  # noqa: S311
+            return Admission(False, full, retry, member)
         wait = self.bucket.take(_installation_key(installation_id, repo))
         if wait > 0:
-            self.slots.release(job_id, repo, installation_id)
-            return Admission(False, "rate", wait)
-        return Admission(True)
+            self.slots.release(member, repo, installation_id)
+            return Admission(False, "rate", wait, member)
+        return Admission(True, member=member)
 
-    def release(self, job_id: int, repo: str, installation_id: int | None) -> None:
-        self.slots.release(job_id, repo, installation_id)
+    def release(self, member: str, repo: str, installation_id: int | None) -> None:
+        self.slots.release(member, repo, installation_id)
+
+    def adopt(self, member: str, repo: str, installation_id: int | None) -> int:
+        """After the attempt `member` claimed its job in the database: drop the job's other
+        slots (a dead worker's, which would otherwise linger up to the TTL)."""
+        return self.slots.adopt(member, repo, installation_id)
 
     @contextmanager
     def slot(self, job_id: int, repo: str, installation_id: int | None) -> Iterator[Admission]:
@@ -198,13 +251,14 @@ class Limiter:
         if not admission.admitted:
             yield admission
             return
+        member = admission.member
         stop = threading.Event()
         interval = self.slots.ttl_ms / 3000
 
         def renew() -> None:
             while not stop.wait(interval):
                 try:
-                    self.slots.renew(job_id, repo, installation_id)
+                    self.slots.renew(member, repo, installation_id)
                 except Exception:  # noqa: S112 - a Redis blip: the next beat tries again
                     continue
 
@@ -215,7 +269,7 @@ class Limiter:
         finally:
             stop.set()
             beat.join(timeout=5)
-            self.slots.release(job_id, repo, installation_id)
+            self.slots.release(member, repo, installation_id)
 
 
 def queue_position(db: Database, job: Job) -> int:

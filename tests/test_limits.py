@@ -17,7 +17,7 @@ from app.db import Database
 from app.models import Job, JobState
 from app.settings import Settings
 from tasks.lease import claim, finish
-from tasks.limits import JobSlots, Limiter, StartBucket, queue_position
+from tasks.limits import JobSlots, Limiter, StartBucket, new_member, queue_position
 from tests.redis_server import RedisServer
 
 REPO = "octo/hello"
@@ -46,25 +46,85 @@ def limiter(client: redis.Redis, **overrides: object) -> Limiter:
 
 def test_slots_cap_per_repo_and_per_installation(client: redis.Redis) -> None:
     slots = JobSlots(client, per_installation=3, per_repo=2, prefix="t1")
-    assert slots.why_not(1, "o/a", 5) is None
-    assert slots.why_not(2, "o/a", 5) is None
-    assert slots.why_not(3, "o/a", 5) == "repo"
-    assert slots.why_not(3, "o/b", 5) is None
-    assert slots.why_not(4, "o/c", 5) == "installation"
-    assert slots.why_not(4, "o/c", 6) is None  # another installation
-    assert slots.acquire(1, "o/a", 5)  # holding already: renewed, not counted twice
+    one, two, three, four, five = (new_member(n) for n in range(1, 6))
+    assert slots.why_not(one, "o/a", 5) is None
+    assert slots.why_not(two, "o/a", 5) is None
+    assert slots.why_not(three, "o/a", 5) == "repo"
+    assert slots.why_not(three, "o/b", 5) is None
+    assert slots.why_not(four, "o/c", 5) == "installation"
+    assert slots.why_not(four, "o/c", 6) is None  # another installation
+    assert slots.acquire(one, "o/a", 5)  # holding already: renewed, not counted twice
+    assert slots.acquire(new_member(1), "o/a", 5)  # another attempt at job 1: the same job
     assert slots.running("o/a", 5) == (3, 2)
-    slots.release(1, "o/a", 5)
-    assert slots.acquire(5, "o/a", 5)
+    slots.release(one, "o/a", 5)
+    assert slots.running("o/a", 5) == (3, 2)  # job 1's other attempt still holds its slot
+    assert slots.why_not(five, "o/a", 5) == "installation"
+    slots.release(two, "o/a", 5)
+    assert slots.acquire(five, "o/a", 5)
 
 
 def test_a_dead_workers_slot_frees_itself(client: redis.Redis) -> None:
     slots = JobSlots(client, per_installation=1, per_repo=1, ttl=0.5, prefix="t2")
-    assert slots.acquire(1, REPO, 1)  # and its worker dies: never renewed, never released
-    assert not slots.acquire(2, REPO, 1)
+    dead = new_member(1)
+    assert slots.acquire(dead, REPO, 1)  # and its worker dies: never renewed, never released
+    assert not slots.acquire(new_member(2), REPO, 1)
     time.sleep(0.7)
-    assert not slots.renew(1, REPO, 1)
-    assert slots.acquire(2, REPO, 1)
+    assert not slots.renew(dead, REPO, 1)
+    assert slots.acquire(new_member(2), REPO, 1)
+
+
+def test_a_duplicate_attempt_gives_up_without_freeing_the_running_ones_slot(
+    client: redis.Redis,
+) -> None:
+    lim = limiter(client, max_jobs_per_repo=1)
+    first = lim.admit(1, REPO, 1)  # two messages for job 1: this one claims and runs it
+    second = lim.admit(1, REPO, 1)  # the duplicate, admitted on job 1's slot
+    assert first.admitted and second.admitted and first.member != second.member
+    assert lim.slots.running(REPO, 1) == (1, 1)
+    lim.release(second.member, REPO, 1)  # its claim failed
+    assert lim.slots.running(REPO, 1) == (1, 1)
+    assert lim.admit(2, REPO, 1).reason == "repo"  # the cap still holds for job 1's run
+    assert lim.slots.renew(first.member, REPO, 1)
+    lim.release(first.member, REPO, 1)
+    assert lim.admit(2, REPO, 1).admitted
+
+
+def test_a_duplicate_slot_context_leaves_the_running_attempts_slot(client: redis.Redis) -> None:
+    lim = limiter(client, max_jobs_per_repo=1)
+    with lim.slot(7, REPO, 1) as running:
+        assert running.admitted
+        with lim.slot(7, REPO, 1) as duplicate:
+            assert duplicate.admitted  # it would fail its claim and leave
+        assert lim.slots.running(REPO, 1) == (1, 1)
+        assert not lim.admit(8, REPO, 1).admitted
+    assert lim.slots.running(REPO, 1) == (0, 0)
+
+
+def test_a_retry_adopts_its_dead_attempts_slot(client: redis.Redis) -> None:
+    lim = limiter(client, max_jobs_per_repo=1)
+    dead = lim.admit(3, REPO, 1)  # its worker died: never renewed, never released
+    retry = lim.admit(3, REPO, 1)  # the job requeued before the dead slot expired
+    assert dead.admitted and retry.admitted
+    assert lim.slots.running(REPO, 1) == (1, 1)
+    assert lim.adopt(retry.member, REPO, 1) == 1  # after its claim: the dead slot goes
+    assert lim.adopt(retry.member, REPO, 1) == 0
+    assert lim.slots.running(REPO, 1) == (1, 1)
+    assert not lim.slots.renew(dead.member, REPO, 1)
+    assert lim.slots.renew(retry.member, REPO, 1)
+    lim.release(retry.member, REPO, 1)  # the retry finished: nothing of job 3 lingers
+    assert lim.slots.running(REPO, 1) == (0, 0)
+    assert lim.admit(4, REPO, 1).admitted
+
+
+def test_adopting_leaves_other_jobs_alone(client: redis.Redis) -> None:
+    slots = JobSlots(client, per_installation=5, per_repo=5, prefix=f"t-{uuid.uuid4().hex[:6]}")
+    mine, stale, neighbour = new_member(1), new_member(1), new_member(11)
+    for member in (stale, neighbour, mine):
+        assert slots.acquire(member, REPO, 1)
+    assert slots.adopt(mine, REPO, 1) == 1
+    assert slots.running(REPO, 1) == (2, 2)
+    for key in slots.keys(REPO, 1):
+        assert {m.decode() for m in client.zrange(key, 0, -1)} == {mine, neighbour}
 
 
 def test_the_start_bucket_allows_a_burst_then_the_rate(client: redis.Redis) -> None:
@@ -177,6 +237,33 @@ def test_slots_on_the_shared_redis(settings: Settings) -> None:
     assert settings.redis_url
     conn = redis.Redis.from_url(settings.redis_url)
     slots = JobSlots(conn, 1, 1, prefix=f"t-{uuid.uuid4().hex}")
-    assert slots.acquire(1, REPO, 1) and not slots.acquire(2, REPO, 1)
-    slots.release(1, REPO, 1)
+    held = new_member(1)
+    assert slots.acquire(held, REPO, 1) and not slots.acquire(new_member(2), REPO, 1)
+    slots.release(held, REPO, 1)
+    conn.close()
+
+
+def test_run_job_adopts_a_dead_attempts_slot(
+    settings: Settings, db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tasks import jobs
+
+    assert settings.redis_url
+    conn = redis.Redis.from_url(settings.redis_url)
+    lim = limiter(conn, max_jobs_per_repo=1)
+    monkeypatch.setitem(jobs._limiters, settings.redis_url, lim)
+    monkeypatch.setattr(jobs, "listeners", lambda ctx: [])
+    (job_id,) = _queued_jobs(db, [REPO])
+    dead = lim.admit(job_id, REPO, 1)  # a worker took the slot and died; the job was requeued
+    seen: list[tuple[int, int]] = []
+
+    def runner(ctx: object) -> dict[str, object]:
+        seen.append(lim.slots.running(REPO, 1))
+        assert not lim.slots.renew(dead.member, REPO, 1)  # adopted once claimed
+        return {}
+
+    monkeypatch.setattr(jobs, "runners", lambda: {"rebase_pr": runner})
+    assert jobs.run_job(settings, job_id) == JobState.SUCCEEDED
+    assert seen == [(1, 1)]
+    assert lim.slots.running(REPO, 1) == (0, 0)  # nothing of the job lingers after it
     conn.close()
