@@ -105,13 +105,16 @@ def run_job(settings: Settings, job_id: int, requeue: Callable[[float], None] | 
         place = queue_position(db, row)
         waiting = {"waiting": admission.reason, "position": place}
         with db.session() as s:
-            s.execute(
+            still = s.execute(
                 update(Job)
                 .where(Job.id == job_id, Job.state == JobState.QUEUED)
                 .values(result=waiting)
-            )
-            if requeue is not None:  # a message is out again: the dispatcher need not resend
+            ).rowcount  # type: ignore[attr-defined]
+            if still and requeue is not None:  # a message is out again: no resend needed
                 s.add(Outbox(job_id=job_id, published_at=utcnow()))
+        if not still:  # a duplicate message of a job another attempt took meanwhile
+            log.info("job not claimed", job_id=job_id, state="no longer queued")
+            return "skipped (no longer queued)"
         if row.result != waiting:  # said once per change of reason or place
             audit.record(db, audit.LIMIT_WAIT, repo=row.repo, job_id=job_id, detail=waiting)
             feedback.queued(settings, db, row, admission.reason, place)

@@ -8,6 +8,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -267,3 +268,39 @@ def test_run_job_adopts_a_dead_attempts_slot(
     assert seen == [(1, 1)]
     assert lim.slots.running(REPO, 1) == (0, 0)  # nothing of the job lingers after it
     conn.close()
+
+
+def test_a_duplicate_held_back_after_another_attempt_took_the_job_stays_quiet(
+    settings: Settings, db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A duplicate message finds the job queued, then the caps full: if another attempt
+    claimed the job meanwhile, it neither requeues nor says the running job is queued."""
+    from app.models import AuditEntry, Outbox
+    from tasks import jobs
+
+    assert settings.redis_url
+    conn = redis.Redis.from_url(settings.redis_url)
+    job_id, other = _queued_jobs(db, [REPO, REPO])
+
+    class TakenMeanwhile(Limiter):
+        def admit(self, job_id: int, repo: str, installation_id: int | None) -> Any:
+            assert claim(db, job_id, "another-worker", 60)  # between the read and the caps
+            return super().admit(job_id, repo, installation_id)
+
+    base = limiter(conn, max_jobs_per_repo=1)
+    lim = TakenMeanwhile(base.slots, base.bucket)
+    monkeypatch.setitem(jobs._limiters, settings.redis_url, lim)
+    held = base.admit(other, REPO, 1)  # the repository's one slot is taken
+    requeued: list[float] = []
+    try:
+        assert jobs.run_job(settings, job_id, requeued.append) == "skipped (no longer queued)"
+    finally:
+        base.release(held.member, REPO, 1)
+        conn.close()
+    assert requeued == []
+    with db.sessions() as s:
+        job = s.get(Job, job_id)
+        assert job is not None and job.state == JobState.RUNNING and not job.result
+        assert s.scalars(select(Outbox).where(Outbox.job_id == job_id)).all() == []
+        said = s.scalars(select(AuditEntry).where(AuditEntry.job_id == job_id)).all()
+        assert [e.action for e in said if e.action == "limits.wait"] == []
