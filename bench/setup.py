@@ -1,5 +1,6 @@
 """Setup bench: a repository's `sandbox.setup` cold, with a warm download cache, and from its
-dependency snapshot, through the egress proxy, as ratios to the cold time.
+dependency snapshot, through the egress proxy, as ratios to the cold time; and cold from an
+HTTPS private index whose TLS the proxy opens to add its credentials.
 
 The packages come from a local index on this machine (the proxies' network gateway) that
 sends wheels at --rate MB/s, standing in for a registry across the internet; nothing leaves
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import ssl
 import sys
 import tempfile
 import time
@@ -28,7 +30,8 @@ import docker.errors
 from tasks.repo_cache import RepoCache
 from tasks.sandbox.base import Limits
 from tasks.sandbox.docker_backend import DockerBackend, exec_ids
-from tasks.sandbox.egress import EgressGateway
+from tasks.sandbox.egress import EgressGateway, load_credentials
+from tasks.sandbox.egress_tls import make_job_tls
 from tasks.sandbox.job import job_sandbox
 from tasks.sandbox.snapshots import SnapshotStore
 from tests.sandbox.git_server import GitServer, make_repo
@@ -54,18 +57,30 @@ def main() -> None:
         )
         egress = client.networks.get(gateway.egress_network())
         host = str(egress.attrs["IPAM"]["Config"][0]["Gateway"])
+        company = make_job_tls([host])  # the private index's own CA
+        (tmp / "index.pem").write_bytes(company.certs[host])
+        (tmp / "index.key").write_bytes(company.key_pem)
+        served = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        served.load_cert_chain(tmp / "index.pem", tmp / "index.key")
+        gateway.upstream_ca = company.ca_pem
+        rate = args.rate * 2**20
         with (
-            PackageIndex(host, rate=args.rate * 2**20) as index,
+            PackageIndex(host, rate=rate) as index,
+            PackageIndex(host, rate=rate, auth="bench:pw", tls=served) as private,
             GitServer(tmp / "served", token) as server,
         ):
             names = [f"bench-dep-{n}" for n in range(args.wheels)]
             for name in names:
                 index.add(name, padding=int(args.mb * 2**20))
+                private.add(name, padding=int(args.mb * 2**20))
             requirements = "".join(f"{name}\n" for name in names)
             shas = {
                 repo: make_repo(tmp / "served" / f"{repo}.git", {"requirements.txt": requirements})
-                for repo in ("o/first", "o/second")
+                for repo in ("o/first", "o/second", "o/private")
             }
+            gateway.credentials = load_credentials(
+                f"{private.url}: {{username: bench, password: pw}}"
+            )
             backend = DockerBackend(client)
             limits = Limits(command_timeout=900)
             store = SnapshotStore(client, tmp / "snapshots")
@@ -86,7 +101,7 @@ def main() -> None:
             with gateway.session("bench-warmup", common["egress"], *exec_ids(limits)):
                 pass
 
-            def job(repo: str) -> tuple[float, float | None]:
+            def job(repo: str, **over: Any) -> tuple[float, float | None]:
                 begun = time.perf_counter()
                 with job_sandbox(
                     backend,
@@ -95,7 +110,7 @@ def main() -> None:
                     repo=repo,
                     clone_url=server.url(repo),
                     rev=shas[repo],
-                    **common,
+                    **(common | over),
                 ) as js:
                     took = time.perf_counter() - begun
                     assert js.sandbox.exec(["python", "-c", "import bench_dep_0"]).ok
@@ -109,6 +124,10 @@ def main() -> None:
             refetched = sum(1 for p, _ in index.requests[fetched:] if p.startswith("/files/"))
             snap, snap_setup = job("o/first")  # same dependency hash: its snapshot
             assert snap_setup is None
+            intercepted = gateway.policy([f"{private.url}/simple/"])
+            assert intercepted.intercept
+            tls, tls_setup = job("o/private", egress=intercepted)  # cold, other index
+            assert private.requests and all(a for _, a in private.requests)
 
         total = args.wheels * args.mb
         rows = [
@@ -119,6 +138,11 @@ def main() -> None:
                 f"setup cmd {warm_setup:.2f} s, {refetched} wheels fetched again",
             ),
             ("dependency snapshot", snap, "setup skipped"),
+            (
+                "cold, HTTPS private index",
+                tls,
+                f"setup cmd {tls_setup:.2f} s, TLS opened by the proxy to add credentials",
+            ),
         ]
         print(f"setup: pip install {args.wheels} wheels x {args.mb:g} MB ({total:g} MB) from an")
         print(f"index sending {args.rate:g} MB/s, through the job's egress proxy")
