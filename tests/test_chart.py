@@ -15,6 +15,7 @@ CI_VALUES = sorted((CHART / "ci").glob("*.yaml"))
 DEFAULT = str(CHART / "ci" / "default-values.yaml")
 EXISTING = str(CHART / "ci" / "existing-secret-values.yaml")
 HOST = str(CHART / "ci" / "host-docker-values.yaml")
+PRIVATE_INDEX = str(CHART / "ci" / "private-index-values.yaml")
 POD_KINDS = ("Deployment", "StatefulSet")
 
 
@@ -94,6 +95,10 @@ def test_defaults_alone_fail_with_a_clear_message_about_the_database_password() 
         ("worker.autoscaling.targetCPUUtilizationPercentage=150", "targetCPUUtilization"),
         ("nosuchkey=1", "additional properties 'nosuchkey'"),
         ("sandbox.dind.nativeSidecar=maybe", "/sandbox/dind/nativeSidecar"),
+        ("egress.ca.bundle=not-a-pem", "/egress/ca/bundle"),
+        ("egress.ca.existingConfigMap=Not_A_Name", "/egress/ca/existingConfigMap"),
+        ("egress.credentials.key=../escape", "/egress/credentials/key"),
+        ("egress.credentials.password=x", "additional properties 'password'"),
     ],
 )
 def test_schema_rejects_bad_values(setting: str, complaint: str) -> None:
@@ -338,3 +343,139 @@ def test_checksum_annotations_roll_pods_when_config_or_secret_change() -> None:
         assert config[name]["checksum/secret"] == base[name]["checksum/secret"]
         assert secret[name]["checksum/secret"] != base[name]["checksum/secret"]
         assert secret[name]["checksum/config"] == base[name]["checksum/config"]
+
+
+# --- private package indexes for the setup egress proxy (workers only) ---------------------------
+EGRESS_ENV = ("ONLOOP_EGRESS_CREDENTIALS_FILE", "ONLOOP_EGRESS_CA_FILE")
+EGRESS_VOLUMES = ("egress-credentials", "egress-ca")
+
+
+def egress_wiring(doc: dict[str, Any]) -> set[str]:
+    """Every egress volume, mount and variable anywhere in a pod template."""
+    spec = pod(doc)
+    found = {v["name"] for v in spec.get("volumes") or [] if v["name"] in EGRESS_VOLUMES}
+    for c in (spec.get("initContainers") or []) + spec["containers"]:
+        found |= {f"{c['name']}:mount:{m}" for m in mounts(c) if m in EGRESS_VOLUMES}
+        found |= {f"{c['name']}:env:{e}" for e in env(c) if e in EGRESS_ENV}
+    return found
+
+
+def assert_egress_files(spec: dict[str, Any], *names: str) -> dict[str, dict[str, Any]]:
+    """The named containers get both files, read-only, where the variables say; the volumes."""
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    for name in names:
+        where = "containers" if name == "worker" else "initContainers"
+        c = container(spec, name, where)
+        ro = {m["name"]: m.get("readOnly") for m in c["volumeMounts"]}
+        assert ro["egress-credentials"] is True and ro["egress-ca"] is True, name
+        for var, volume, kind in (
+            ("ONLOOP_EGRESS_CREDENTIALS_FILE", "egress-credentials", "secret"),
+            ("ONLOOP_EGRESS_CA_FILE", "egress-ca", "configMap"),
+        ):
+            (item,) = volumes[volume][kind]["items"]
+            assert env(c)[var] == f"{mounts(c)[volume]}/{item['path']}", (name, var)
+    return volumes
+
+
+def test_no_private_index_settings_render_no_egress_files_or_variables() -> None:
+    for values in (DEFAULT, EXISTING, HOST):
+        docs = rendered("-f", values)
+        for doc in docs:
+            if doc["kind"] in POD_KINDS:
+                assert egress_wiring(doc) == set(), (values, doc["metadata"]["name"])
+        assert ("ConfigMap", "t-onloop-egress-ca") not in kinds(docs)
+        assert not [k for k in find(docs, "ConfigMap", "t-onloop")["data"] if "EGRESS" in k]
+        if values != EXISTING:
+            assert "egress-credentials.yaml" not in find(docs, "Secret", "t-onloop")["stringData"]
+
+
+def test_inline_private_index_files_are_mounted_read_only_into_worker_pods_only() -> None:
+    docs = rendered("-f", PRIVATE_INDEX)
+    spec = pod(find(docs, "Deployment", "t-onloop-worker"))
+    # the worker and its sandbox-image step (same settings) read them; migrations do not
+    volumes = assert_egress_files(spec, "worker", "sandbox-image")
+    assert volumes["egress-credentials"]["secret"]["secretName"] == "t-onloop"
+    assert volumes["egress-credentials"]["secret"]["items"][0]["key"] == "egress-credentials.yaml"
+    assert volumes["egress-ca"]["configMap"]["name"] == "t-onloop-egress-ca"
+    assert volumes["egress-ca"]["configMap"]["items"][0]["key"] == "ca.pem"
+    migrate = container(spec, "migrate", "initContainers")
+    assert not {*mounts(migrate), *env(migrate)} & {*EGRESS_VOLUMES, *EGRESS_ENV}
+    # web and beat get nothing, and the shared ConfigMap (envFrom of every pod) names neither
+    for name in ("web", "beat"):
+        assert egress_wiring(find(docs, "Deployment", f"t-onloop-{name}")) == set(), name
+    assert not [k for k in find(docs, "ConfigMap", "t-onloop")["data"] if "EGRESS" in k]
+
+
+def test_inline_private_index_credentials_live_only_in_the_secret() -> None:
+    docs = rendered("-f", PRIVATE_INDEX)
+    values = yaml.safe_load((CHART / "ci" / "private-index-values.yaml").read_text())
+    inline = values["secrets"]["egressCredentials"]
+    secret = find(docs, "Secret", "t-onloop")["stringData"]
+    assert secret["egress-credentials.yaml"] == inline
+    for doc in docs:
+        if doc["kind"] != "Secret":
+            text = yaml.safe_dump(doc)
+            for value in ("ci-index-user", "ci-index-password", "ci-index-token", "corp.example"):
+                assert value not in text, f"a private index credential is in {doc['kind']}"
+    # the CA bundle is not secret: it gets its own ConfigMap, not the shared one every pod reads
+    ca = find(docs, "ConfigMap", "t-onloop-egress-ca")["data"]
+    assert ca == {"ca.pem": values["egress"]["ca"]["bundle"]}
+    assert {key for _, key in secret_refs(docs)} <= set(secret)
+
+
+def test_private_index_files_from_a_secret_and_configmap_the_operator_manages() -> None:
+    docs = rendered(
+        "-f",
+        EXISTING,
+        "--set",
+        "egress.credentials.existingSecret=index-credentials",
+        "--set",
+        "egress.ca.existingConfigMap=corp-ca",
+        "--set",
+        "egress.ca.key=bundle.pem",
+    )
+    assert not [d for d in docs if d["kind"] == "Secret"]
+    assert ("ConfigMap", "t-onloop-egress-ca") not in kinds(docs)
+    spec = pod(find(docs, "Deployment", "t-onloop-worker"))
+    volumes = assert_egress_files(spec, "worker")  # EXISTING: dind as a plain sidecar
+    secret = volumes["egress-credentials"]["secret"]
+    assert secret["secretName"] == "index-credentials"
+    assert secret["items"] == [{"key": "credentials.yaml", "path": "credentials.yaml"}]
+    assert "optional" not in secret  # a named but missing Secret must not start a worker silently
+    assert volumes["egress-ca"]["configMap"]["name"] == "corp-ca"
+    assert volumes["egress-ca"]["configMap"]["items"] == [{"key": "bundle.pem", "path": "ca.pem"}]
+    for name in ("web", "beat"):
+        web_or_beat = find(docs, "Deployment", f"t-onloop-{name}")
+        assert egress_wiring(web_or_beat) == set(), name
+        assert {ref for ref, _ in secret_refs([web_or_beat])} == {"onloop-credentials"}
+
+
+@pytest.mark.parametrize(
+    ("settings", "complaint"),
+    [
+        (
+            ["-f", EXISTING, "--set", "secrets.egressCredentials=x"],
+            "name it in egress.credentials.existingSecret",
+        ),
+        (
+            ["-f", PRIVATE_INDEX, "--set", "egress.credentials.existingSecret=other"],
+            "not both",
+        ),
+        (["-f", PRIVATE_INDEX, "--set", "egress.ca.existingConfigMap=other"], "not both"),
+    ],
+)
+def test_conflicting_private_index_settings_fail_clearly(
+    settings: list[str], complaint: str
+) -> None:
+    done = helm("template", "t", str(CHART), *settings)
+    assert done.returncode != 0
+    assert complaint in done.stderr, done.stderr
+
+
+def test_changing_the_inline_ca_bundle_rolls_only_the_workers() -> None:
+    base = _checksums(rendered("-f", PRIVATE_INDEX))
+    pem = "-----BEGIN CERTIFICATE-----\nrotated\n-----END CERTIFICATE-----\n"
+    rotated = _checksums(rendered("-f", PRIVATE_INDEX, "--set-string", f"egress.ca.bundle={pem}"))
+    assert rotated["worker"]["checksum/egress-ca"] != base["worker"]["checksum/egress-ca"]
+    assert rotated["web"] == base["web"] and rotated["beat"] == base["beat"]
+    assert "checksum/egress-ca" not in base["web"]

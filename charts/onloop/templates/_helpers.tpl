@@ -135,12 +135,92 @@ imagePullSecrets: {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end -}}
 
-{{/* The worker's settings plus where its Docker daemon is. */}}
+{{/*
+Private package indexes for the setup egress proxy: only the worker reads these files, so only
+worker pods get the volumes, the mounts and (in "onloop.workerEnv") the ONLOOP_EGRESS_*
+variables; web and beat do not, and the shared ConfigMap does not name them.
+"onloop.egressCredentialsRef" / "onloop.egressCaRef": {"name", "key"} as JSON of the Secret /
+ConfigMap holding the file, or "" when it is not configured.
+*/}}
+{{- define "onloop.egressCredentialsDir" -}}/etc/onloop/egress-credentials{{- end -}}
+{{- define "onloop.egressCaDir" -}}/etc/onloop/egress-ca{{- end -}}
+
+{{- define "onloop.egressCredentialsRef" -}}
+{{- $c := .Values.egress.credentials -}}
+{{- $inline := .Values.secrets.egressCredentials -}}
+{{- if and $c.existingSecret $inline -}}
+{{- fail "set egress.credentials.existingSecret or secrets.egressCredentials, not both" -}}
+{{- else if $c.existingSecret -}}
+{{- dict "name" $c.existingSecret "key" $c.key | toJson -}}
+{{- else if $inline -}}
+{{- if .Values.existingSecret -}}
+{{- fail "secrets.egressCredentials is not used with existingSecret (the chart renders no Secret): put the file in a Secret and name it in egress.credentials.existingSecret" -}}
+{{- end -}}
+{{- dict "name" (include "onloop.fullname" .) "key" "egress-credentials.yaml" | toJson -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "onloop.egressCaRef" -}}
+{{- $ca := .Values.egress.ca -}}
+{{- if and $ca.existingConfigMap $ca.bundle -}}
+{{- fail "set egress.ca.existingConfigMap or egress.ca.bundle, not both" -}}
+{{- else if $ca.existingConfigMap -}}
+{{- dict "name" $ca.existingConfigMap "key" $ca.key | toJson -}}
+{{- else if $ca.bundle -}}
+{{- dict "name" (printf "%s-egress-ca" (include "onloop.fullname" .)) "key" "ca.pem" | toJson -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "onloop.egressVolumes" -}}
+{{- with include "onloop.egressCredentialsRef" . }}
+{{- $ref := fromJson . }}
+- name: egress-credentials
+  secret:
+    secretName: {{ $ref.name }}
+    defaultMode: 0440
+    items:
+      - key: {{ $ref.key | quote }}
+        path: credentials.yaml
+{{- end }}
+{{- with include "onloop.egressCaRef" . }}
+{{- $ref := fromJson . }}
+- name: egress-ca
+  configMap:
+    name: {{ $ref.name }}
+    defaultMode: 0444
+    items:
+      - key: {{ $ref.key | quote }}
+        path: ca.pem
+{{- end }}
+{{- end -}}
+
+{{- define "onloop.egressMounts" -}}
+{{- if include "onloop.egressCredentialsRef" . }}
+- name: egress-credentials
+  mountPath: {{ include "onloop.egressCredentialsDir" . }}
+  readOnly: true
+{{- end }}
+{{- if include "onloop.egressCaRef" . }}
+- name: egress-ca
+  mountPath: {{ include "onloop.egressCaDir" . }}
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{/* The worker's settings plus where its Docker daemon is and its private index files. */}}
 {{- define "onloop.workerEnv" -}}
 {{- include "onloop.env" . }}
 {{- if eq .Values.sandbox.backend "docker" }}
   - name: DOCKER_HOST
     value: {{ ternary "tcp://127.0.0.1:2375" (printf "unix://%s" .Values.sandbox.host.socketPath) (eq .Values.sandbox.daemon "dind") | quote }}
+{{- end }}
+{{- if include "onloop.egressCredentialsRef" . }}
+  - name: ONLOOP_EGRESS_CREDENTIALS_FILE
+    value: {{ printf "%s/credentials.yaml" (include "onloop.egressCredentialsDir" .) | quote }}
+{{- end }}
+{{- if include "onloop.egressCaRef" . }}
+  - name: ONLOOP_EGRESS_CA_FILE
+    value: {{ printf "%s/ca.pem" (include "onloop.egressCaDir" .) | quote }}
 {{- end }}
 {{- end -}}
 
@@ -152,6 +232,7 @@ imagePullSecrets: {{- toYaml . | nindent 2 }}
 - name: docker-socket
   mountPath: {{ .Values.sandbox.host.socketPath }}
 {{- end }}
+{{- include "onloop.egressMounts" . }}
 {{- end -}}
 
 {{/* Pull the listed images into the daemon, then build the default sandbox image. */}}
