@@ -203,9 +203,11 @@ class EgressGateway:
         if policy.intercept:
             tls = make_job_tls(policy.intercepted_hosts(), job_id)
             files |= tls.proxy_files(self.upstream_ca)
-            trust.mkdir(mode=0o755)
-            for name, data in tls.trust_files().items():
+            trust.mkdir()
+            for name, data in tls.trust_files(self.upstream_ca).items():
                 (trust / name).write_bytes(data)
+                (trust / name).chmod(0o644)  # whatever the worker's umask: setup reads them
+            trust.chmod(0o755)
         uid = self._proxy_uid()
         conf.mkdir(mode=0o700)
         paths = [conf]

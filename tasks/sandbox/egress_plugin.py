@@ -92,6 +92,8 @@ class EgressPolicyPlugin(HttpProxyBasePlugin):
     proxy.py makes one instance per client connection, and a connection has one upstream."""
 
     upstream: tuple[str, int] | None = None  # where this connection's requests really go
+    tunnel = False  # the connection is a CONNECT tunnel...
+    intercepted = False  # ...whose TLS the proxy opened, having verified the upstream
 
     def _target(self, request: HttpParser) -> tuple[str, int]:
         return normal_host(request.host), int(request.port or 0)
@@ -100,14 +102,15 @@ class EgressPolicyPlugin(HttpProxyBasePlugin):
         host, port = self._target(request)
         if (host, port) not in policy()["allow"]:
             raise refuse(host, port, "not on the allowlist")
-        self.upstream = (host, port)
+        self.upstream, self.tunnel = (host, port), request.is_https_tunnel
         return request
 
     def do_intercept(self, request: HttpParser) -> bool:
         host, port = self._target(request)
         # proxy.py looks the host certificate up under the host as the client spelt it
         exact = (request.host or b"").decode("ascii", "replace") == host
-        return exact and f"{host}:{port}" in policy()["intercept"]
+        self.intercepted = exact and f"{host}:{port}" in policy()["intercept"]
+        return self.intercepted
 
     def resolve_dns(self, host: str, port: int) -> tuple[str | None, None]:
         name = normal_host(host)
@@ -129,7 +132,14 @@ class EgressPolicyPlugin(HttpProxyBasePlugin):
         # Keyed on the upstream, never on the request's own host: a later request on the same
         # connection may name another host, but it still goes where the first one went.
         host, port = self.upstream
-        value = policy()["auth"].get(f"{host}:{port}")
+        key = f"{host}:{port}"
+        # An HTTPS index's credentials go only inside TLS the proxy opened after verifying
+        # the index, never in a plain request that names its host and port (in clear, to
+        # whatever answers there); a plain-HTTP index's go only in plain requests.
+        secure = self.tunnel and self.intercepted
+        if secure != (key in policy()["intercept"]):
+            return request
+        value = policy()["auth"].get(key)
         if value:
             request.del_header(b"authorization")
             request.add_header(b"Authorization", value.encode())

@@ -4,8 +4,9 @@
 # an HTTPS index with configured credentials it intercepts TLS: it verifies the index's real
 # certificate upstream and shows setup a certificate of its own for that host. Setup trusts
 # that certificate through a CA made for this job alone, which:
-#   - is name-constrained to the job's credentialed hosts (RFC 5280 4.2.1.10), so it vouches
-#     for nothing else even where a client keeps trusting it;
+#   - is name-constrained to the job's credentialed hosts (RFC 5280 4.2.1.10; a DNS name
+#     covers its subdomains too), so it vouches for nothing else even where a client keeps
+#     trusting it;
 #   - lives one day;
 #   - has its private key dropped as soon as the host certificates are signed: the key is
 #     never written to disk, so no one, the proxy included, can sign anything more with it.
@@ -50,12 +51,11 @@ class JobTls:
         files["tls/upstream.pem"] = certifi.contents().encode() + b"\n" + upstream_ca
         return files | {f"certs/{host}.pem": pem for host, pem in self.certs.items()}
 
-    def trust_files(self) -> dict[str, bytes]:
-        """What setup trusts: the job CA, and the public CAs with it (no secret in either)."""
-        return {
-            "ca.pem": self.ca_pem,
-            "bundle.pem": certifi.contents().encode() + b"\n" + self.ca_pem,
-        }
+    def trust_files(self, extra_ca: bytes = b"") -> dict[str, bytes]:
+        """What setup trusts: the job CA, and a bundle of the public CAs, `extra_ca` (the
+        operator's, e.g. a company CA) and the job CA (no secret in either)."""
+        bundle = b"\n".join([certifi.contents().encode(), extra_ca, self.ca_pem])
+        return {"ca.pem": self.ca_pem, "bundle.pem": bundle}
 
 
 def check_ca_bundle(data: bytes) -> int:

@@ -287,3 +287,39 @@ def test_an_index_whose_certificate_does_not_verify_gets_no_credentials_and_is_e
     both = [Refusal("evil.test", 443), *err.value.refused]
     assert refusal_message(both).startswith("setup tried to reach evil.test; allow it in")
     assert "; the setup proxy could not verify" in refusal_message(both)
+
+
+@pytest.mark.docker
+def test_an_https_index_s_credentials_never_go_in_a_plain_request(
+    gateway: EgressGateway, host_ip: str, tmp_path: Path
+) -> None:
+    """Setup asks the proxy for http://<the HTTPS index's host:port>/: allowed (the pair is
+    on the list), but the credentials would travel in clear to whatever answers there."""
+    from tasks.sandbox.docker_backend import DockerBackend, exec_ids
+
+    with PackageIndex(host_ip, auth="reader:clear-pw-000") as answers:  # plain, at that port
+        answers.add("onloop-demo")
+        target = answers.url.removeprefix("http://")
+        gateway.credentials = load_credentials(
+            f"https://{target}: {{username: reader, password: clear-pw-000}}"
+        )
+        policy = gateway.policy([f"https://{target}/simple/"])
+        assert policy.intercept == {target}
+        limits = Limits(command_timeout=60)
+        job = f"egress-clear-{uuid.uuid4().hex[:8]}"
+        fetch = (
+            "import urllib.request as u\n"
+            f"try: u.urlopen('http://{target}/simple/onloop-demo/', timeout=20)\n"
+            "except Exception as e: print(e)\n"
+        )
+        with gateway.session(job, policy, *exec_ids(limits)) as net:
+            (tmp_path / "ws").mkdir()
+            box = DockerBackend(gateway.client).start(
+                job, gateway.proxy_image, tmp_path / "ws", limits, network=net.network
+            )
+            try:
+                done = box.exec(["python3", "-c", fetch], env=net.env)
+            finally:
+                box.stop()
+    assert "401" in done.stdout, done
+    assert answers.requests == [("/simple/onloop-demo/", "")]
