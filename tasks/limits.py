@@ -3,6 +3,7 @@ starts, kept in Redis; a job over a limit stays queued and tries again, it is ne
 
 from __future__ import annotations
 
+import logging
 import random
 import secrets
 import threading
@@ -16,6 +17,8 @@ from sqlalchemy import func, select
 from app.db import Database
 from app.models import Job, JobState
 from app.settings import Settings
+
+log = logging.getLogger(__name__)
 
 SLOT_TTL = 120.0  # seconds a slot outlives its last renewal: a dead worker's slot frees itself
 FULL_RETRY = 5.0  # seconds before a job that found the slots full asks again (plus jitter)
@@ -258,7 +261,12 @@ class Limiter:
         def renew() -> None:
             while not stop.wait(interval):
                 try:
-                    self.slots.renew(member, repo, installation_id)
+                    if self.slots.renew(member, repo, installation_id):
+                        continue
+                    # Lost (Redis was away, or the worker stalled, past the TTL) while the job
+                    # still runs: count it again, so the caps keep holding for the jobs after.
+                    if not self.slots.acquire(member, repo, installation_id):
+                        log.warning("job %s runs without its slot: the caps are full", job_id)
                 except Exception:  # noqa: S112 - a Redis blip: the next beat tries again
                     continue
 

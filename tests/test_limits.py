@@ -304,3 +304,22 @@ def test_a_duplicate_held_back_after_another_attempt_took_the_job_stays_quiet(
         assert s.scalars(select(Outbox).where(Outbox.job_id == job_id)).all() == []
         said = s.scalars(select(AuditEntry).where(AuditEntry.job_id == job_id)).all()
         assert [e.action for e in said if e.action == "limits.wait"] == []
+
+
+def test_a_running_job_that_lost_its_slot_takes_it_again(client: redis.Redis) -> None:
+    """Redis away (or the worker stalled) past the TTL: the slot expired while the job ran.
+    The next renewal counts the job again, so the cap holds for the jobs after it."""
+    prefix = f"t-{uuid.uuid4().hex[:6]}"
+    slots = JobSlots(client, per_installation=10, per_repo=1, ttl=0.6, prefix=prefix)
+    lim = Limiter(slots, StartBucket(client, 6000, 50, prefix=prefix))
+    with lim.slot(1, REPO, 1) as admission:
+        assert admission.admitted
+        for key in slots.keys(REPO, 1):  # as if it had expired
+            client.zrem(key, admission.member)
+        assert slots.running(REPO, 1) == (0, 0)
+        deadline = time.monotonic() + 10
+        while slots.running(REPO, 1) != (1, 1) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert slots.running(REPO, 1) == (1, 1)
+        assert not lim.admit(2, REPO, 1).admitted
+    assert slots.running(REPO, 1) == (0, 0)
