@@ -23,7 +23,7 @@ TOKEN_PERMISSIONS: dict[str, dict[str, str]] = {
     Kind.FIX_ISSUE: dict(_BASE),
     Kind.REBASE_PR: dict(_BASE),
     Kind.REVIEW_PR: dict(_BASE),
-    Kind.FIX_CI: {**_BASE, "checks": "read", "actions": "read", "statuses": "read"},
+    Kind.FIX_CI: {**_BASE, "checks": "read", "actions": "read"},
     Kind.HELP: dict(_BASE),
     Kind.STATUS: dict(_BASE),
     Kind.CANCEL: dict(_BASE),

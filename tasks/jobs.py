@@ -164,15 +164,33 @@ def _run_claimed(
         ctx = JobContext(settings=settings, db=db, job=job, cancel=beat.lost)
         ctx.head_sha = job.head_sha
         ctx.listeners = listeners(ctx)
+        expired = threading.Event()
+
+        def expire() -> None:
+            # Celery's time limits do nothing in the threads pool the worker runs, so the job
+            # keeps its own: the cancel watch stops its sandbox, steps stop at their next check.
+            expired.set()
+            ctx.cancel.set()
+
+        deadline = threading.Timer(settings.job_time_limit, expire)
+        deadline.daemon = True
+        deadline.start()
+        too_long = (
+            f"the job ran past onloop's time limit ({settings.job_time_limit} s) and was "
+            "stopped; ask again, perhaps for a smaller change"
+        )
         try:
             if runner is None:
                 raise JobFailed(f"onloop has no runner for `{job.kind}` jobs")
             result = runner(ctx)
             state = JobState.SUCCEEDED
         except Cancelled:
-            bound.info("job cancelled")
-            ctx.tell("finished", JobState.CANCELLED, {})
-            return "cancelled"
+            if not expired.is_set():
+                deadline.cancel()
+                bound.info("job cancelled")
+                ctx.tell("finished", JobState.CANCELLED, {})
+                return "cancelled"
+            result, state = {"error": too_long}, JobState.FAILED
         except WaitForAuthorization as exc:
             result, state = {"waiting": str(exc)}, JobState.WAITING_FOR_AUTHORIZATION
         except JobFailed as exc:
@@ -183,12 +201,14 @@ def _run_claimed(
                 "ask again once it resets (usually within the hour)"
             )
             result, state = {"error": message}, JobState.FAILED
-        except SoftTimeLimitExceeded:
-            message = f"the job ran past onloop's time limit ({settings.job_time_limit} s)"
-            result, state = {"error": message}, JobState.FAILED
+        except SoftTimeLimitExceeded:  # a prefork pool, should one ever run the task
+            result, state = {"error": too_long}, JobState.FAILED
         except Exception as exc:
             bound.exception("job crashed")
             result, state = {"error": f"internal error: {type(exc).__name__}"}, JobState.FAILED
+        deadline.cancel()
+        if expired.is_set() and state == JobState.FAILED:  # whatever broke, time ran out first
+            result = {**result, "error": too_long}
         if ctx.notes:
             result = {**result, "notes": list(ctx.notes)}
         if not finish(db, job_id, owner, state, result):

@@ -9,6 +9,7 @@ import threading
 import time
 from pathlib import Path
 
+from app.manifest import PERMISSIONS as MANIFEST_PERMISSIONS
 from tests.github_double import gitrepo
 from tests.github_double.activity import Activity
 from tests.github_double.handlers.actions import Actions
@@ -27,15 +28,8 @@ from tests.github_double.model import (
 from tests.github_double.oauth import OAuthState
 from tests.github_double.recording import Recorder
 
-DEFAULT_PERMISSIONS = {
-    "metadata": "read",
-    "contents": "write",
-    "issues": "write",
-    "pull_requests": "write",
-    "checks": "write",
-    "statuses": "read",
-    "actions": "read",
-}
+# What `onloop setup`'s manifest asks for: jobs are tested with the App's real permissions.
+DEFAULT_PERMISSIONS = dict(MANIFEST_PERMISSIONS)
 DEFAULT_EVENTS = ["issues", "issue_comment", "pull_request", "push", "check_suite", "workflow_run"]
 
 
