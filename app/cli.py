@@ -53,6 +53,20 @@ def check_migrated(settings: Settings) -> None:
         sys.exit(2)
 
 
+def check_org_file(settings: Settings) -> None:
+    """Refuse to start on a missing or invalid ONLOOP_CONFIG_FILE, in one line naming the file
+    and the line, rather than failing every job later."""
+    if settings.config_file is None:
+        return
+    from app.org_config import OrgConfigError, check_file
+
+    try:
+        check_file(settings.config_file)
+    except OrgConfigError as exc:
+        click.echo(f"onloop: ONLOOP_CONFIG_FILE {exc}", err=True)
+        sys.exit(2)
+
+
 @click.group()
 def main() -> None:
     """onloop: background coding agents for a GitHub organisation."""
@@ -67,6 +81,7 @@ def web(bind: str) -> None:
 
     settings = settings_or_exit(REQUIRED_FOR_SERVICE)
     configure_logging(settings.log_level, settings.log_json)
+    check_org_file(settings)
     check_migrated(settings)
     serve(settings, bind)
 
@@ -81,6 +96,7 @@ def worker(concurrency: int, beat: bool) -> None:
 
     settings = settings_or_exit((*REQUIRED_FOR_SERVICE, "redis_url"))
     configure_logging(settings.log_level, settings.log_json)
+    check_org_file(settings)
     check_migrated(settings)
     run_worker(settings, concurrency=concurrency, beat=beat)
 
@@ -91,6 +107,7 @@ def dev(bind: str) -> None:
     """Web and worker together with embedded defaults (SQLite, a local Redis)."""
     from app.devserver import run_dev
 
+    check_org_file(settings_or_exit())
     run_dev(bind)
 
 
@@ -141,11 +158,22 @@ def load_settings_for_doctor() -> Settings | ValidationError:
 @click.option("--since", default="24h", show_default=True, help="how far back: 30m, 24h, 7d")
 def redeliver(since: str) -> None:
     """Ask GitHub to redeliver deliveries that never reached onloop."""
+    import requests
+    from github import GithubException
+
     from app.db import Database
+    from app.doctor import explain_failure
+    from app.github_http import fail_fast
     from tasks.redeliver import redeliver_missed
 
     settings = settings_or_exit(("app_id", "private_key_path"))
-    guids = redeliver_missed(settings, Database(settings.database_url), _since(since))
+    try:
+        with fail_fast():  # a person waits: no retries with minutes of backoff
+            guids = redeliver_missed(settings, Database(settings.database_url), _since(since))
+    except (requests.RequestException, GithubException) as exc:
+        detail, hint = explain_failure(exc, settings.github_api_url)
+        click.echo(f"onloop: {detail} -> {hint}", err=True)
+        sys.exit(1)
     click.echo(f"requested {len(guids)} redelivery(ies)")
     for guid in guids:
         click.echo(f"  {guid}")

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import click
+import requests
+from github import GithubException
 from pydantic import ValidationError
 
 from app.settings import Settings
@@ -101,16 +106,13 @@ def _github(s: Settings) -> Check:
             "github app", False, f"no key at {s.private_key_path}", "download the App's key"
         )
     import app.github as gh
+    from app.github_http import fail_fast
 
     try:
-        slug = gh.app_slug(s)
+        with fail_fast():  # no retries with backoff: minutes of silence before the answer
+            slug = gh.app_slug(s)
     except Exception as exc:
-        return Check(
-            "github app",
-            False,
-            f"GitHub refused the App's JWT ({type(exc).__name__})",
-            "check ONLOOP_APP_ID matches the key, and the machine clock",
-        )
+        return Check("github app", False, *explain_failure(exc, s.github_api_url))
     if s.app_slug and slug != s.app_slug:
         return Check("github app", False, f"App slug is {slug}", f"set ONLOOP_APP_SLUG={slug}")
     return Check("github app", True, f"JWT accepted, App {slug}")
@@ -153,6 +155,33 @@ def _egress(s: Settings) -> Check:
     return Check("egress", True, ", ".join(said) or "no private index settings")
 
 
+def _org_config(s: Settings) -> Check:
+    from app.org_config import load_org_config
+    from app.repo_config import ConfigError
+
+    path = s.config_file
+    if path is None:
+        return Check("org config", True, "no ONLOOP_CONFIG_FILE: built-in defaults")
+    try:
+        load_org_config(s)
+    except OSError as exc:
+        problem, line = exc.strerror or type(exc).__name__, None
+    except ConfigError as exc:  # some loaders put the file first in the message
+        problem, line = exc.message.removeprefix(f"{path}: "), exc.line
+    else:
+        return Check("org config", True, f"{path} is valid")
+    where = f"{path}, line {line}" if line else str(path)
+    readable = path.is_file() and os.access(path, os.R_OK)
+    return Check(
+        "org config",
+        False,
+        f"ONLOOP_CONFIG_FILE: {where}: {problem}",
+        "fix it (the keys of .github/onloop.yml; config/onloop.example.yml)"
+        if readable
+        else "check the path and its permissions, or unset it",
+    )
+
+
 CHECKS: list[Callable[[Settings], Check]] = [
     _settings,
     _webhook_secret,
@@ -162,7 +191,42 @@ CHECKS: list[Callable[[Settings], Check]] = [
     _github,
     _agent,
     _egress,
+    _org_config,
 ]
+
+
+def explain_failure(exc: BaseException, api_url: str) -> tuple[str, str]:
+    """(what went wrong, what to do) for a failed call to GitHub, for the command line:
+    GitHub out of reach is told apart from GitHub refusing the App's credentials."""
+    if isinstance(exc, requests.RequestException):
+        return f"cannot reach GitHub at {api_url}: {_reason(exc)}", (
+            "check ONLOOP_GITHUB_API_URL / network"
+        )
+    if isinstance(exc, GithubException):
+        data = exc.data if isinstance(exc.data, dict) else {}
+        said = f"{exc.status} {exc.message or data.get('message') or ''}".strip()
+        if exc.status == 401:
+            return f"GitHub refused the App's JWT ({said})", (
+                "check ONLOOP_APP_ID matches the key, and the machine clock"
+            )
+        if exc.status == 404:
+            return f"{api_url} answered {said}", (
+                "check ONLOOP_GITHUB_API_URL (GitHub Enterprise Server: https://HOST/api/v3)"
+            )
+        return f"GitHub at {api_url} answered {said}", "try again later; see its status page"
+    return f"call to GitHub failed ({type(exc).__name__})", (
+        "check ONLOOP_APP_ID and ONLOOP_PRIVATE_KEY_PATH (the App's PEM key)"
+    )
+
+
+def _reason(exc: requests.RequestException) -> str:
+    """The innermost reason of a requests error, without urllib3's object and pool reprs."""
+    inner: Any = exc.args[0] if exc.args else exc
+    inner = getattr(inner, "reason", None) or inner  # MaxRetryError: the connection's error
+    text = str(inner)
+    text = re.sub(r"^<[^>]*>: ", "", text)  # "<urllib3.connection.HTTPConnection ...>: "
+    text = re.sub(r"^\w+ConnectionPool\([^)]*\): ", "", text)
+    return text or type(exc).__name__
 
 
 def run_doctor(settings: Settings | ValidationError) -> int:

@@ -19,6 +19,7 @@ from typing import Any
 
 import jwt
 from github import Auth, Github, GithubIntegration
+from github.GithubException import GithubException, RateLimitExceededException
 
 from app.github_http import RateLimitRetry, Who, instrument, serializer_for
 from app.settings import Settings
@@ -138,6 +139,15 @@ def _parse_time(value: str) -> datetime:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
+class InstallationUnavailable(GithubException):
+    """GitHub refused the installation a token (401, 403 or 404): the App was uninstalled
+    or suspended there (or its credentials no longer match), so nothing can act for it."""
+
+    def __init__(self, installation_id: int, cause: GithubException) -> None:
+        super().__init__(cause.status, cause.data, cause.headers)
+        self.installation_id = installation_id
+
+
 def installation_token(
     settings: Settings,
     installation_id: int,
@@ -146,7 +156,8 @@ def installation_token(
     permissions: dict[str, str] | None = None,
 ) -> InstallationToken:
     """POST /app/installations/{id}/access_tokens, narrowed to `repositories` (names, or
-    owner/name) and `permissions` when given. Raises github.GithubException on refusal."""
+    owner/name) and `permissions` when given. Raises github.GithubException on refusal,
+    InstallationUnavailable when the installation is gone or suspended."""
     body: dict[str, Any] = {}
     names = [r.rsplit("/", 1)[-1] for r in repositories] if repositories is not None else None
     if names is not None:
@@ -154,9 +165,16 @@ def installation_token(
     if permissions is not None:
         body["permissions"] = dict(permissions)
     with app_integration(settings) as gi:
-        _, data = gi.requester.requestJsonAndCheck(
-            "POST", f"/app/installations/{int(installation_id)}/access_tokens", input=body
-        )
+        try:
+            _, data = gi.requester.requestJsonAndCheck(
+                "POST", f"/app/installations/{int(installation_id)}/access_tokens", input=body
+            )
+        except RateLimitExceededException:
+            raise  # a 403 too, but the installation is fine: the job waits or is retried
+        except GithubException as exc:
+            if exc.status in (401, 403, 404):
+                raise InstallationUnavailable(int(installation_id), exc) from exc
+            raise
     return InstallationToken(
         data["token"],
         _parse_time(data["expires_at"]),

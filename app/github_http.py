@@ -34,6 +34,21 @@ MAX_RATE_LIMIT_WAIT = 900.0
 WRITE_LOCK_TIMEOUT = 120.0  # seconds a Redis write lock lives if its holder dies
 WRITE_LOCK_WAIT = 300.0  # seconds to wait for it before writing anyway
 _READS = frozenset({"GET", "HEAD"})
+CLI_TIMEOUT = 10  # seconds a command-line check waits for one GitHub answer
+# Set inside `fail_fast()`: the timeout that clients made there use, and no retries.
+_fail_fast: ContextVar[int | None] = ContextVar("onloop_github_fail_fast", default=None)
+
+
+@contextmanager
+def fail_fast(timeout: int = CLI_TIMEOUT) -> Iterator[None]:
+    """Clients made in this context send each request once and wait at most `timeout`
+    seconds for it. A person at the command line wants an answer now; a job's client rides
+    out an outage with retries and backoff instead, which takes minutes to give up."""
+    token = _fail_fast.set(timeout)
+    try:
+        yield
+    finally:
+        _fail_fast.reset(token)
 
 
 class RateLimitRetry(GithubRetry):
@@ -42,6 +57,10 @@ class RateLimitRetry(GithubRetry):
     (https://docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api#exceeding-the-rate-limit)."""
 
     def __init__(self, **kwargs: Any) -> None:
+        if _fail_fast.get() is not None:
+            # Only the first Retry's defaults: urllib3 copies it with its counters given.
+            kwargs.setdefault("total", 0)
+            kwargs.setdefault("raise_on_status", False)  # a 5xx is GitHub's answer, shown so
         kwargs.setdefault("status_forcelist", [429, *range(500, 600)])
         kwargs.setdefault("max_rate_limit_wait", MAX_RATE_LIMIT_WAIT)
         kwargs.setdefault("total", 10)
@@ -216,6 +235,10 @@ def instrument(
     are wrapped on this instance; every *AndCheck method and object update goes through them.
     Requesters PyGithub derives with another laziness or API version are wrapped too."""
     _who[requester] = who
+    quick = _fail_fast.get()
+    if quick is not None and hasattr(requester, "_Requester__timeout"):
+        # PyGithub has no setter; its connections are made lazily, so they take this one.
+        requester._Requester__timeout = quick
     base_url = requester.base_url
     for name in ("requestJson", "requestMultipart", "requestBlob"):
         send = getattr(requester, name)

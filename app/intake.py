@@ -37,6 +37,11 @@ SET_INSTALLATION = (
     "UPDATE installations SET account_login = %s, account_type = %s, repositories = %j,"
     " suspended = %s, deleted_at = %s, updated_at = %s WHERE id = %s"
 )
+INSTALLATION_GONE = "SELECT suspended, deleted_at FROM installations WHERE id = %s"
+CANCEL_INSTALLATION = (
+    "UPDATE jobs SET state = %s, live_key = NULL, finished_at = %s, result = %j"
+    " WHERE installation_id = %s AND state IN (%s, %s, %s) RETURNING id"
+)
 CANCEL_STALE = (
     "UPDATE jobs SET state = %s, live_key = NULL, finished_at = %s, result = %j"
     " WHERE repo = %s AND number = %s AND state IN (%s, %s, %s) AND kind IN (%s, %s, %s, %s)"
@@ -60,14 +65,23 @@ class IntakeResult:
 
 
 DUPLICATE = "duplicate delivery"
+# No token can be minted for such an installation, so its deliveries make no jobs.
+IGNORED_UNINSTALLED = "ignored: onloop was uninstalled from this account"
+IGNORED_SUSPENDED = "ignored: onloop's installation is suspended"
 
 
 @cache
 def _parsed_config(text: str | None, default_label: str) -> RepoConfig:
+    """What `decide` sees. For an invalid file, the built-in defaults: not so that work runs
+    under them (a worker refuses every job of a repository whose file is invalid, and says
+    why on the thread), but so that a person's command still becomes a job that reads the
+    file afresh: it tells them what is wrong, or, once the file is fixed, runs under it.
+    Deciding on the strictest settings instead would answer nobody, and the cached text is
+    only refreshed by a job."""
     try:
         config, _ = parse_repo_config(text)
     except ConfigError:
-        config = RepoConfig()
+        return RepoConfig(fix_label=default_label)
     if text is None or "fix_label" not in text:
         config = config.model_copy(update={"fix_label": default_label})
     return config
@@ -99,6 +113,8 @@ def _record(
 ) -> IntakeResult:
     config = cached_config(sql, cur, event.repo, default_label)
     decision: Action | str = explain(event, config, own_app_id)
+    if isinstance(decision, Command):
+        decision = _unless_gone(sql, cur, decision)
     if isinstance(decision, str):
         outcome = decision
     elif isinstance(decision, Command):
@@ -121,8 +137,8 @@ def _apply(sql: Sql, cur: Any, decision: Action | str, delivery_id: int) -> Inta
         ids = _cancel_stale(sql, cur, decision)
         return IntakeResult(202, f"cancelled {len(ids)} stale job(s)", cancelled=ids)
     if isinstance(decision, InstallationChange):
-        _installation(sql, cur, decision)
-        return IntakeResult(202, f"installation {decision.action}")
+        ids = _installation(sql, cur, decision)
+        return IntakeResult(202, f"installation {decision.action}", cancelled=ids)
     if isinstance(decision, RevokeAuthorization):  # forget the person's tokens
         cur.execute(sql(FORGET_USER), (decision.user_id,))
         return IntakeResult(202, "authorization revoked")
@@ -182,7 +198,21 @@ def _cancel_stale(sql: Sql, cur: Any, change: CancelStale) -> list[int]:
     return sorted(int(row[0]) for row in cur.fetchall())
 
 
-def _installation(sql: Sql, cur: Any, change: InstallationChange) -> None:
+def _unless_gone(sql: Sql, cur: Any, command: Command) -> Command | str:
+    """The command, or why not: a deleted or suspended installation can mint no token."""
+    if command.installation_id is None:
+        return command
+    cur.execute(sql(INSTALLATION_GONE), (command.installation_id,))
+    row = cur.fetchone()
+    if row is not None and row[1] is not None:
+        return IGNORED_UNINSTALLED
+    if row is not None and row[0]:
+        return IGNORED_SUSPENDED
+    return command
+
+
+def _installation(sql: Sql, cur: Any, change: InstallationChange) -> list[int]:
+    """Keep the installation's row; deleted or suspended, its live jobs are cancelled."""
     cur.execute(sql(INSTALLATION), (change.installation_id,))
     row = cur.fetchone()
     old = set(sql.loads(row[0]) or []) if row is not None else set()
@@ -190,10 +220,19 @@ def _installation(sql: Sql, cur: Any, change: InstallationChange) -> None:
         change.removed
     )
     suspended = change.action == "suspend" or (
-        row is not None and bool(row[1]) and change.action != "unsuspend"
+        row is not None and bool(row[1]) and change.action not in ("unsuspend", "created")
     )
     now = utcnow()
     deleted_at = sql.ts(now) if change.action == "deleted" else None
     values = (change.account_login, change.account_type, sql.json(sorted(repos)), suspended)
     statement = NEW_INSTALLATION if row is None else SET_INSTALLATION
     cur.execute(sql(statement), (*values, deleted_at, sql.ts(now), change.installation_id))
+    if change.action not in ("deleted", "suspend"):
+        return []
+    # Their sandboxes stop through the cancel watch; no comment says so, as the App can no
+    # longer post one: the reason stays in the job's result.
+    what = "uninstalled" if change.action == "deleted" else "suspended"
+    reason = {"reason": f"onloop was {what} on {change.account_login}"}
+    params = (JobState.CANCELLED, sql.ts(now), sql.json(reason), change.installation_id)
+    cur.execute(sql(CANCEL_INSTALLATION), (*params, *JobState.LIVE))
+    return sorted(int(r[0]) for r in cur.fetchall())

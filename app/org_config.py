@@ -10,11 +10,23 @@ from typing import Any
 from pydantic import BaseModel
 
 from app.egress_config import narrow_egress
-from app.repo_config import PERMISSION_RANK, ConfigError, RepoConfig, parse_repo_config
+from app.repo_config import PERMISSION_RANK, ConfigError, RepoConfig, line_of, parse_repo_config
 from app.settings import Settings
 
 _cache: dict[Path, tuple[tuple[int, int], RepoConfig]] = {}
 _lock = threading.Lock()
+
+
+class OrgConfigError(ConfigError):
+    """The organisation file is missing, unreadable or invalid; names the file (and line)."""
+
+    def __init__(self, path: Path, message: str, line: int | None = None) -> None:
+        super().__init__(message, line)
+        self.path = path
+
+    def __str__(self) -> str:
+        where = f"{self.path}, line {self.line}" if self.line else str(self.path)
+        return f"{where}: {self.message}"
 
 
 def parse_org_config(text: str) -> RepoConfig:
@@ -22,40 +34,60 @@ def parse_org_config(text: str) -> RepoConfig:
     (an operator's typo must not silently leave a default in force)."""
     config, unknown = parse_repo_config(text)
     if unknown:
-        line = _line_of_key(text, unknown[0])
-        raise ConfigError(f"unknown key {unknown[0]!r}", line)
+        raise ConfigError(f"unknown key {unknown[0]!r}", line_of(text, unknown[0].split(".")))
     return config
-
-
-def _line_of_key(text: str, dotted: str) -> int | None:
-    last = dotted.rsplit(".", 1)[-1]
-    for number, line in enumerate(text.splitlines(), start=1):
-        if line.split("#", 1)[0].strip().startswith(f"{last}:"):
-            return number
-    return None
 
 
 def load_org_config(settings: Settings) -> RepoConfig:
     """The organisation defaults from `settings.config_file`, read again only when the file
-    changes; onloop's built-in defaults when no file is set. Raises ConfigError naming the
-    file and line when it is not valid, and OSError when it cannot be read."""
-    path = settings.config_file
-    if path is None:
+    changes; onloop's built-in defaults when no file is set. Raises OrgConfigError naming the
+    file (and the line) when it is missing, unreadable or not valid."""
+    if settings.config_file is None:
         return RepoConfig()
-    path = Path(path)
-    stat = path.stat()
-    mtime = (stat.st_mtime_ns, stat.st_size)
-    with _lock:
-        cached = _cache.get(path)
-        if cached is not None and cached[0] == mtime:
-            return cached[1]
+    return read_org_file(Path(settings.config_file))
+
+
+def read_org_file(path: Path) -> RepoConfig:
+    """The organisation file at `path`, parsed again only when it changes; OrgConfigError
+    naming the file (and the line) when it is missing, unreadable or not valid."""
     try:
-        config = parse_org_config(path.read_text(encoding="utf-8"))
+        stat = path.stat()
+        mtime = (stat.st_mtime_ns, stat.st_size)
+        with _lock:
+            cached = _cache.get(path)
+            if cached is not None and cached[0] == mtime:
+                return cached[1]
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise OrgConfigError(path, f"cannot be read ({_reason(exc)})") from None
+    try:
+        config = parse_org_config(text)
     except ConfigError as exc:
-        raise ConfigError(f"{path}: {exc.message}", exc.line) from None
+        raise OrgConfigError(path, exc.message, exc.line) from None
     with _lock:
         _cache[path] = (mtime, config)
     return config
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror.lower()
+    return type(exc).__name__
+
+
+def check_file(path: Path) -> str:
+    """Validate the organisation file at `path` as the services read it: a one-line summary
+    of what it sets, or OrgConfigError naming the file (and the line) when it is missing,
+    unreadable or invalid. `onloop web`, `worker` and `dev` refuse to start on that error."""
+    config = read_org_file(path)
+    return (
+        f"{path}: commands {', '.join(config.commands) or 'none'}; "
+        f"trigger_permission {config.trigger_permission}; "
+        f"auto_fix_ci {'on' if config.auto_fix_ci else 'off'}, "
+        f"at most {config.max_ci_fix_attempts} attempt(s); "
+        f"sandbox timeout {config.sandbox.timeout}s; "
+        f"{len(config.paths.deny)} denied path pattern(s)"
+    )
 
 
 def _given(model: BaseModel, name: str) -> bool:
@@ -127,8 +159,6 @@ def effective_config(org: RepoConfig, repo: RepoConfig) -> RepoConfig:
 
 
 def effective_for(settings: Settings, repo: RepoConfig) -> RepoConfig:
-    """`effective_config` with the organisation file from `settings`; without one there is
-    no organisation ceiling and the repository's own config applies as it is."""
-    if settings.config_file is None:
-        return repo
+    """`effective_config` under the organisation file from `settings`; without one, onloop's
+    built-in defaults are the organisation's, so a repository still only narrows them."""
     return effective_config(load_org_config(settings), repo)

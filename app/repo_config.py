@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 import yaml
@@ -120,16 +121,31 @@ def parse_repo_config(text: str | None) -> tuple[RepoConfig, list[str]]:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(f"{where}: {first['msg']}", _line_of(text, first["loc"])) from None
+        raise ConfigError(f"{where}: {first['msg']}", line_of(text, first["loc"])) from None
     return config, _unknown_keys(data, RepoConfig)
 
 
-def _line_of(text: str, loc: tuple[int | str, ...]) -> int | None:
-    """The line where the top-level key of `loc` appears, for error messages."""
-    if not loc:
+def line_of(text: str, loc: Sequence[int | str]) -> int | None:
+    """The 1-based line of the deepest node of `loc` (a pydantic error location, or a dotted
+    key split on dots) in the YAML text: the key of a mapping entry, the item of a list. It
+    follows the parsed nodes, not the text, so nested and repeated key names are told apart."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
         return None
-    key = str(loc[0])
-    for number, line in enumerate(text.splitlines(), start=1):
-        if line.split("#", 1)[0].rstrip().startswith(f"{key}:"):
-            return number
-    return None
+    line: int | None = None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            found = [(k, v) for k, v in node.value if str(k.value) == str(part)]
+            if not found:
+                break
+            key, node = found[-1]  # the last of repeated keys is the one that counts
+            line = key.start_mark.line + 1
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+            if not 0 <= part < len(node.value):
+                break
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line

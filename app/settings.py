@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # Settings a process needs before it may serve webhooks or run jobs (`onloop web`/`worker`).
@@ -76,8 +76,18 @@ class Settings(BaseSettings):
     max_jobs_per_repo: int = Field(default=3, ge=1)
     job_starts_per_minute: int = Field(default=60, ge=1)
     job_start_burst: int = Field(default=10, ge=1)
-    log_level: str = "INFO"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
     log_json: bool = True
+    # gunicorn (config/gunicorn.conf.py) for `onloop web`.
+    web_workers: int = Field(default=2, ge=1)
+    web_threads: int = Field(default=8, ge=1)
+    access_log: bool = True
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper_log_level(cls, value: object) -> object:
+        """`debug` means DEBUG; logging and structlog know only the upper-case names."""
+        return value.strip().upper() if isinstance(value, str) else value
 
     @property
     def bot_login(self) -> str | None:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -12,9 +15,18 @@ from sqlalchemy import select
 
 from app.db import Database
 from app.logs import get_logger
-from app.models import Outbox, utcnow
+from app.models import Job, JobState, Outbox, aware, utcnow
+from app.settings import Settings, load_settings
+from tasks import feedback
 from tasks.celery_app import QUEUE, RUN_JOB
-from tasks.lease import expire_waiting, republish_unclaimed, requeue_abandoned
+from tasks.context import JobContext
+from tasks.lease import (
+    claim_given_up,
+    expire_waiting,
+    release_given_up,
+    republish_unclaimed,
+    requeue_abandoned,
+)
 
 log = get_logger("onloop.dispatch")
 
@@ -55,6 +67,62 @@ def publish_pending(db: Database, celery: Celery, batch: int = 100) -> int:
     return sent
 
 
+def settle_given_up(
+    settings: Settings | None,
+    db: Database,
+    owner: str,
+    hold: timedelta = timedelta(minutes=5),
+    max_age: timedelta = timedelta(days=1),
+) -> list[int]:
+    """Tell on GitHub about the jobs `requeue_abandoned` gave up on: their status comment
+    (edited in place) and check run `onloop/<kind>` end as failed, as any failed job's do.
+    Outside any transaction; a job whose GitHub calls fail is tried again after `hold`,
+    for `max_age` at most. Without `settings`, the environment's (the worker's own). The ids
+    of the jobs settled now."""
+    settled = []
+    for job in claim_given_up(db, owner, hold):
+        settings = settings or load_settings()
+        about = {"job_id": job.id, "repo": job.repo, "kind": job.kind, "number": job.number}
+        if (aware(job.finished_at) or utcnow()) < utcnow() - max_age:
+            release_given_up(db, job.id, owner)
+            log.error("gave up telling GitHub that a job was given up", **about)
+            continue
+        try:
+            _settle(settings, db, job)
+        except Exception as exc:
+            log.warning(
+                "could not settle a given-up job's feedback; trying again later",
+                error=f"{type(exc).__name__}: {exc}",
+                **about,
+            )
+            continue
+        if release_given_up(db, job.id, owner):
+            settled.append(job.id)
+            # the person was told on GitHub; the operator learns it here
+            log.error(
+                "gave up on a job: its worker stopped every time it ran it",
+                attempts=job.attempts,
+                error=(job.result or {}).get("error"),
+                **about,
+            )
+    return settled
+
+
+def _settle(settings: Settings, db: Database, job: Job) -> None:
+    """feedback.settle, but a failed GitHub call raises (so the job is tried again)."""
+    if job.installation_id is None:
+        return
+    ctx = JobContext(settings, db, job, steps=list(job.steps or []))
+    access = feedback.Access(ctx)
+    status = feedback.StatusComment(ctx, access, attach=True)
+    status.started = True
+    status.finished(ctx, JobState.FAILED, dict(job.result or {}))
+    if status.throttle.sent is None:  # the throttle logs a failed edit and goes on
+        raise RuntimeError("could not edit the status comment")
+    run = feedback.CheckRunListener(ctx, access, status, attach=True)
+    run.finished(ctx, JobState.FAILED, dict(job.result or {}))
+
+
 class Dispatcher:
     """A thread that drains the outbox and requeues abandoned jobs, until stopped."""
 
@@ -67,7 +135,12 @@ class Dispatcher:
         authorization_wait: timedelta = timedelta(hours=24),
         housekeeping: Callable[[], object] | None = None,
         housekeeping_interval: float = 300.0,
+        settings: Settings | None = None,
     ) -> None:
+        # GitHub calls for given-up jobs need the App's settings: without them, the
+        # environment's (the worker loaded its own from there)
+        self.settings = settings
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.authorization_wait = authorization_wait
         self.housekeeping, self.housekeeping_interval = housekeeping, housekeeping_interval
         self._last_housekeeping = -housekeeping_interval  # the first sweep runs at start
@@ -96,6 +169,10 @@ class Dispatcher:
             expired = expire_waiting(self.db, self.authorization_wait)
             if expired:
                 log.info("stopped waiting for authorisation", jobs=expired)
+            try:  # GitHub's trouble must not hold up the outbox
+                settle_given_up(self.settings, self.db, self.owner)
+            except Exception as exc:
+                log.warning("settling given-up jobs failed", error=f"{type(exc).__name__}: {exc}")
         return publish_pending(self.db, self.celery)
 
     def run(self) -> None:

@@ -18,6 +18,7 @@ from sqlalchemy import select, update
 from app import audit
 from app.commands import Kind
 from app.db import Database
+from app.github import InstallationUnavailable
 from app.logs import get_logger
 from app.models import Delivery, Job, JobState, Outbox, aware, utcnow
 from app.settings import Settings
@@ -195,6 +196,18 @@ def _run_claimed(
             result, state = {"waiting": str(exc)}, JobState.WAITING_FOR_AUTHORIZATION
         except JobFailed as exc:
             result, state = {"error": exc.message, **exc.result}, JobState.FAILED
+        except InstallationUnavailable as exc:  # not an internal error: the operator's to fix
+            account = job.repo.split("/", 1)[0]  # `owner` is this attempt's lease
+            message = (
+                f"onloop's installation on {account} is gone or suspended; "
+                "reinstall or unsuspend the App"
+            )
+            if exc.status == 401:  # the App's own credentials were refused, not the install
+                message = (
+                    "GitHub refused onloop's App credentials; the operator should check "
+                    "ONLOOP_APP_ID and the private key (`onloop doctor`)"
+                )
+            result, state = {"error": message, "github_status": exc.status}, JobState.FAILED
         except RateLimitExceededExceedsMaxWait:
             message = (
                 "GitHub's rate limit for onloop is used up for longer than a job may wait; "

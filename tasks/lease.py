@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import threading
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import ColumnElement, and_, func, or_, select, update
 
 from app.db import Database
 from app.models import Job, JobState, Outbox, utcnow
+from tasks import progress
 
 
 def claim(db: Database, job_id: int, owner: str, lease_seconds: int) -> bool:
@@ -57,44 +58,106 @@ def finish(db: Database, job_id: int, owner: str, state: str, result: dict[str, 
 
 
 MAX_ATTEMPTS = 3  # a job whose worker died this often is failed, not run again
+GIVEN_UP = "given-up"  # lease_owner of such a job until its status comment and check run say so
 
 
 def requeue_abandoned(db: Database) -> list[int]:
     """Running jobs whose worker stopped renewing go back to the queue from a clean state,
     unless their workers already died MAX_ATTEMPTS times on them (a job that kills its
-    worker, say by running it out of memory): those fail with a message that says so."""
+    worker, say by running it out of memory): those fail with a message that says so, and
+    wait (lease_owner GIVEN_UP) for `claim_given_up` to tell the person on GitHub."""
     now = utcnow()
     with db.session() as s:
-        rows = list(
-            s.execute(
-                select(Job.id, Job.attempts)
+        jobs = list(
+            s.scalars(
+                select(Job)
                 .where(Job.state == JobState.RUNNING, Job.lease_expires_at < now)
                 .with_for_update(skip_locked=True)
             )
         )
         requeued = []
-        for job_id, attempts in rows:
+        for job in jobs:
             values: dict[str, Any] = {"lease_owner": None, "lease_expires_at": None}
-            if attempts >= MAX_ATTEMPTS:
+            if job.attempts >= MAX_ATTEMPTS:
                 values |= {
                     "state": JobState.FAILED,
                     "live_key": None,
                     "finished_at": now,
-                    "result": {
-                        "error": f"the worker running this job stopped {attempts} times "
-                        "(out of memory or time?); onloop gave up. Ask again, or tell the "
-                        "people who run onloop"
-                    },
+                    "lease_owner": GIVEN_UP,
+                    "steps": _stopped(job.steps or []),
+                    "result": {"error": given_up_message(job), "worker_deaths": job.attempts},
                 }
             else:
                 values["state"] = JobState.QUEUED
             s.execute(
-                update(Job).where(Job.id == job_id, Job.state == JobState.RUNNING).values(**values)
+                update(Job).where(Job.id == job.id, Job.state == JobState.RUNNING).values(**values)
             )
-            if attempts < MAX_ATTEMPTS:
-                s.add(Outbox(job_id=job_id))
-                requeued.append(job_id)
+            if job.attempts < MAX_ATTEMPTS:
+                s.add(Outbox(job_id=job.id))
+                requeued.append(job.id)
         return requeued
+
+
+def given_up_message(job: Job) -> str:
+    """Why a job whose worker kept dying failed, and what the person can do about it."""
+    return (
+        f"The worker running this job stopped {job.attempts} times before it could finish "
+        "(out of memory or killed), so onloop gave up on it. Ask again with "
+        f"{progress.command_of(job)} if you still want it; if it stops again, tell the people "
+        f"who run onloop (job #{job.id}): it may need more memory than a worker has."
+    )
+
+
+def _stopped(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The last attempt's steps with the one its worker died in marked failed, not running."""
+    return [
+        {**step, "state": "failed", "error": "the worker stopped"}
+        if step.get("state") == "running"
+        else step
+        for step in steps
+    ]
+
+
+def _unsettled(now: datetime) -> ColumnElement[bool]:
+    """Given-up jobs nobody is telling about, or whose teller's claim ran out."""
+    return and_(
+        Job.state == JobState.FAILED,
+        or_(
+            Job.lease_owner == GIVEN_UP,
+            and_(Job.lease_owner.like(f"{GIVEN_UP}:%"), Job.lease_expires_at < now),
+        ),
+    )
+
+
+def claim_given_up(db: Database, owner: str, hold: timedelta, batch: int = 20) -> list[Job]:
+    """Given-up jobs whose feedback `owner` settles now, held for `hold`: one process at a
+    time edits a job's comment and check run, and a claim whose holder died (or whose GitHub
+    calls failed) is taken again once `hold` has passed."""
+    now = utcnow()
+    claimed = []
+    with db.session() as s:
+        ids = list(s.scalars(select(Job.id).where(_unsettled(now)).order_by(Job.id).limit(batch)))
+        for job_id in ids:
+            done = s.execute(
+                update(Job)
+                .where(Job.id == job_id, _unsettled(now))
+                .values(lease_owner=f"{GIVEN_UP}:{owner}"[:200], lease_expires_at=now + hold)
+            )
+            if done.rowcount:  # type: ignore[attr-defined]
+                claimed.append(job_id)
+    with db.sessions() as s:
+        return list(s.scalars(select(Job).where(Job.id.in_(claimed)).order_by(Job.id)))
+
+
+def release_given_up(db: Database, job_id: int, owner: str) -> bool:
+    """`owner` has settled the job's feedback (or stopped trying): nobody claims it again."""
+    with db.session() as s:
+        done = s.execute(
+            update(Job)
+            .where(Job.id == job_id, Job.lease_owner == f"{GIVEN_UP}:{owner}"[:200])
+            .values(lease_owner=None, lease_expires_at=None)
+        )
+        return bool(done.rowcount)  # type: ignore[attr-defined]
 
 
 class Heartbeat:

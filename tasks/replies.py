@@ -57,7 +57,10 @@ def help_text(loaded: LoadedConfig, params: dict[str, Any]) -> str:
         "- `/agent help`: this list",
     ]
     if loaded.error is not None:
-        lines.append(f"\n`.github/onloop.yml` has a problem at {loaded.error}; defaults apply.")
+        lines.append(
+            f"\n`.github/onloop.yml` is invalid at {loaded.error}: onloop does nothing in this "
+            "repository until it is fixed."
+        )
     if loaded.unknown:
         lines.append(f"\n`.github/onloop.yml` has unknown keys: {', '.join(loaded.unknown)}.")
     return "\n".join(lines)

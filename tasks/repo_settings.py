@@ -16,13 +16,17 @@ CONFIG_PATH = ".github/onloop.yml"
 
 @dataclass
 class LoadedConfig:
+    """The file as read. With `error` set the file is invalid and `config` (the built-in
+    defaults) must not govern any work: a job refuses (tasks.blueprints.start)."""
+
     config: RepoConfig
     unknown: list[str] = field(default_factory=list)
     error: ConfigError | None = None
 
 
 def load_repo_config(db: Database, repo: Repository) -> LoadedConfig:
-    """The repository's config from its default branch; a bad file falls back to defaults."""
+    """The repository's config from its default branch; a bad file comes back with `error`
+    set, never silently as the defaults."""
     text: str | None = None
     sha: str | None = None
     try:

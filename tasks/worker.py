@@ -23,6 +23,7 @@ def run_worker(settings: Settings, concurrency: int = 4, beat: bool = False) -> 
         authorization_wait=timedelta(seconds=settings.authorization_wait),
         housekeeping=lambda: reap_sandboxes(settings, db),
         housekeeping_interval=settings.reap_interval,
+        settings=settings,
     )
     dispatcher.start()
     argv = [

@@ -112,11 +112,10 @@ def close_workplaces() -> None:
 
 
 def reap_sandboxes(settings: Settings, db: Database) -> list[str]:
-    """Remove sandbox containers whose job is not running (at worker start and periodically)."""
-    if settings.sandbox_backend != "docker":
-        return []
-    from tasks.sandbox.docker_backend import DockerBackend
-    from tasks.sandbox.reaper import reap
+    """Remove sandbox containers, job networks (Docker) and job workspaces whose job is not
+    running, at worker start and periodically; what was removed (workspaces as
+    `workspaces/job-…`). A worker killed in a job leaves all of these behind."""
+    from tasks.sandbox.reaper import reap_workspaces
 
     def is_running(job_id: str) -> bool:
         if not job_id.isdigit():
@@ -125,9 +124,16 @@ def reap_sandboxes(settings: Settings, db: Database) -> list[str]:
             state = s.scalar(select(Job.state).where(Job.id == int(job_id)))
         return state in (JobState.QUEUED, JobState.RUNNING)
 
-    backend = workplace(settings).backend
-    assert isinstance(backend, DockerBackend)
-    removed = reap(backend.client, is_running)
+    removed: list[str] = []
+    if settings.sandbox_backend == "docker":
+        from tasks.sandbox.docker_backend import DockerBackend
+        from tasks.sandbox.reaper import reap
+
+        backend = workplace(settings).backend
+        assert isinstance(backend, DockerBackend)
+        removed = reap(backend.client, is_running)  # first: a container may use a workspace
+    root = Path(settings.work_dir).resolve() / "workspaces"  # as `_make` names it
+    removed += [f"workspaces/{name}" for name in reap_workspaces(root, is_running)]
     if removed:
-        log.info("reaped sandbox containers: %s", ", ".join(removed))
+        log.info("reaped sandboxes: %s", ", ".join(removed))
     return removed

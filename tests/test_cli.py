@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import runpy
 import subprocess
 import sys
 import time
@@ -74,6 +75,70 @@ def test_web_refuses_an_unmigrated_database(tmp_path: Path) -> None:
     env = clean_env(**full_settings(tmp_path))
     result = onloop(["web", "--bind", "127.0.0.1:1"], tmp_path, env)
     assert result.returncode == 2 and "onloop db upgrade" in result.stderr
+
+
+@pytest.mark.parametrize("command", ["web", "worker"])
+def test_lower_case_log_level_is_accepted(tmp_path: Path, command: str) -> None:
+    env = clean_env(
+        **full_settings(tmp_path), ONLOOP_LOG_LEVEL="debug", ONLOOP_REDIS_URL="redis://127.0.0.1:1"
+    )
+    result = onloop([command], tmp_path, env)
+    # Past logging set-up to the next check: the database is not migrated.
+    assert result.returncode == 2 and "onloop db upgrade" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_unknown_log_level_is_a_settings_error(tmp_path: Path) -> None:
+    result = onloop(
+        ["web"], tmp_path, clean_env(**full_settings(tmp_path), ONLOOP_LOG_LEVEL="loud")
+    )
+    assert result.returncode == 2, result.stderr
+    assert "invalid settings" in result.stderr and "ONLOOP_LOG_LEVEL" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_gunicorn_settings_come_from_env_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.server import CONFIG_FILE
+
+    for name in [n for n in os.environ if n.startswith("ONLOOP_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    assert runpy.run_path(str(CONFIG_FILE))["workers"] == 2
+    (tmp_path / ".env").write_text(
+        "ONLOOP_WEB_WORKERS=3\nONLOOP_WEB_THREADS=5\nONLOOP_ACCESS_LOG=false\n"
+    )
+    config = runpy.run_path(str(CONFIG_FILE))
+    assert (config["workers"], config["threads"], config["accesslog"]) == (3, 5, None)
+
+
+@pytest.mark.timeout(60)  # the old client retried with backoff for about six minutes
+def test_redeliver_says_when_github_is_unreachable(tmp_path: Path) -> None:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = tmp_path / "app.pem"
+    pem.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    api_url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    env = clean_env(
+        ONLOOP_APP_ID="1",
+        ONLOOP_PRIVATE_KEY_PATH=str(pem),
+        ONLOOP_GITHUB_API_URL=api_url,
+        ONLOOP_DATABASE_URL=f"sqlite:///{tmp_path}/onloop.db",
+    )
+    result = onloop(["redeliver", "--since", "1h"], tmp_path, env, timeout=50)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert f"cannot reach GitHub at {api_url}: " in result.stderr, result.stderr
+    assert "ONLOOP_GITHUB_API_URL / network" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def full_settings(tmp_path: Path) -> dict[str, str]:

@@ -120,3 +120,38 @@ def test_private_index_settings_are_checked_without_showing_them(
     missing = good.model_copy(update={"egress_ca_file": tmp_path / "nope.pem"})
     code, out = doctor(missing, capsys)
     assert code == 1 and "ONLOOP_EGRESS_CA_FILE: No such file" in out, out
+
+
+@pytest.mark.timeout(60)  # the old client retried with backoff for about six minutes
+def test_unreachable_github_is_not_a_refused_jwt(
+    healthy: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api_url = f"http://127.0.0.1:{free_port()}/api/v3"  # nothing listens there
+    code, out = doctor(healthy.model_copy(update={"github_api_url": api_url}), capsys)
+    assert code == 1
+    line = next(line for line in out.splitlines() if line.startswith("FAIL github app:"))
+    assert f"cannot reach GitHub at {api_url}: " in line, out
+    assert "Connection refused" in line and "ONLOOP_GITHUB_API_URL / network" in line, out
+    assert "JWT" not in line and "ONLOOP_APP_ID" not in line, out
+
+
+def test_org_config_file_is_checked_with_its_line(
+    healthy: Settings, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, out = doctor(healthy, capsys)
+    assert "ok   org config: no ONLOOP_CONFIG_FILE" in out, out
+    org = tmp_path / "org.yml"
+    configured = healthy.model_copy(update={"config_file": org})
+    code, out = doctor(configured, capsys)
+    assert code == 1 and f"FAIL org config: ONLOOP_CONFIG_FILE: {org}: " in out, out
+    assert "no such file" in out.lower() and "check the path" in out, out
+    org.write_text("max_ci_fix_attempts: 2\nauto_fix_cl: true\n")  # a typo on line 2
+    code, out = doctor(configured, capsys)
+    assert code == 1, out
+    assert f"FAIL org config: ONLOOP_CONFIG_FILE: {org}, line 2: unknown key" in out, out
+    org.write_text("commands: [review]\nauto_fix_ci: true\n  oops: x\n")  # not YAML
+    code, out = doctor(configured, capsys)
+    assert code == 1 and f"{org}, line 3" in out and "not valid YAML" in out, out
+    org.write_text("max_ci_fix_attempts: 2\nauto_fix_ci: true\n")
+    code, out = doctor(configured, capsys)
+    assert code == 0 and f"ok   org config: {org} is valid" in out, out

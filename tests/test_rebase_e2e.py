@@ -101,7 +101,15 @@ class World:
 
 
 @pytest.fixture
-def world(github_double: GitHubDouble, database_url: str, tmp_path: Path) -> Iterator[World]:
+def world(
+    github_double: GitHubDouble, database_url: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[World]:
+    """`octo/widgets` and a worker; parametrized indirectly with the text of an
+    organisation file (ONLOOP_CONFIG_FILE) when the test needs one."""
+    org: dict[str, Path] = {}
+    if getattr(request, "param", None) is not None:
+        org["config_file"] = tmp_path / "org.yml"
+        org["config_file"].write_text(request.param)
     redis = RedisServer(tmp_path).start()
     settings = settings_for(
         github_double,
@@ -109,6 +117,7 @@ def world(github_double: GitHubDouble, database_url: str, tmp_path: Path) -> Ite
         database_url=database_url,
         redis_url=redis.url,
         work_dir=tmp_path / "work",
+        **org,
     )
     double = github_double
     double.create_repo(REPO, files={"README.md": "widgets\n", "lib.py": "A = 1\n"})
@@ -289,6 +298,8 @@ def test_a_fork_with_maintainer_edits_is_pushed_to_the_fork(world: World) -> Non
     assert git(world.double, "merge-base", "--is-ancestor", str(main), str(new), repo=FORK) == ""
 
 
+# Below the built-in `write` only where the organisation allows it.
+@pytest.mark.parametrize("world", ["trigger_permission: triage\n"], indirect=True)
 def test_a_fork_that_refuses_the_persons_push_gets_a_patch(world: World) -> None:
     # erin may trigger here (triage) but may not write, so the fork is not hers to edit
     world.double.commit(REPO, "main", {".github/onloop.yml": "trigger_permission: triage\n"})

@@ -25,6 +25,17 @@ def world(github_double: GitHubDouble, database_url: str, tmp_path: Path) -> Ite
     yield from make_world(github_double, database_url, tmp_path)
 
 
+@pytest.fixture
+def opted_in_world(
+    github_double: GitHubDouble, database_url: str, tmp_path: Path
+) -> Iterator[World]:
+    """The organisation lets repositories opt in to REQUEST_CHANGES (the built-in ceiling
+    does not)."""
+    org = tmp_path / "org.yml"
+    org.write_text("review:\n  request_changes: true\n")
+    yield from make_world(github_double, database_url, tmp_path, config_file=org)
+
+
 PYPROJECT = '[project]\nname = "widgets"\nversion = "0"\n\n[tool.ruff]\nline-length = 100\n'
 BASE = '"""Widgets."""\n\nimport json\n\n\ndef count() -> int:\n    return 1\n'
 HEAD = '''"""Widgets."""
@@ -159,7 +170,8 @@ def test_asking_again_on_the_same_head_posts_nothing_new(world: World) -> None:
     assert "already reviewed" in again.steps[-1]["output"]
 
 
-def test_request_changes_only_where_the_repository_allows_it(world: World) -> None:
+def test_request_changes_only_where_the_repository_allows_it(opted_in_world: World) -> None:
+    world = opted_in_world
     world.double.commit(REPO, "main", {".github/onloop.yml": "review:\n  request_changes: true\n"})
     number = pull_request(world, user="bob")
     world.authorize("carol")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-
 from github.PullRequest import PullRequest
 from github.Repository import Repository
 from sqlalchemy import update
@@ -21,6 +19,8 @@ from tasks.repo_settings import CONFIG_PATH, LoadedConfig, load_repo_config
 
 # Refusals of automatic fixes that nobody asked for: said in the job's record, not in a comment.
 QUIET_RULES = ("auto_fix_ci", "fork.automatic", "max_ci_fix_attempts")
+# The marker of the comment about `.github/onloop.yml` problems: one per thread, edited in place.
+CONFIG_COMMENT = "config"
 
 
 def installation_repo(ctx: JobContext) -> tuple[gh.InstallationToken, Repository]:
@@ -50,33 +50,46 @@ def act_as(ctx: JobContext, login: str, user_id: int | None) -> None:
 
 
 def effective_config(ctx: JobContext, repo: Repository) -> LoadedConfig:
-    """`.github/onloop.yml` from the default branch, narrowed by the organisation's file."""
+    """`.github/onloop.yml` from the default branch, narrowed by the organisation's file
+    (or the built-in defaults). An invalid file refuses the job: falling back to defaults
+    would drop the repository's stricter settings (`trigger_permission`, `commands`,
+    `paths.deny`) on one typo."""
     loaded = load_repo_config(ctx.db, repo)
     report_config_problems(ctx, repo, loaded)
+    if loaded.error is not None:
+        raise JobFailed(
+            f"`{CONFIG_PATH}` on the default branch is invalid ({loaded.error}); onloop does "
+            "nothing in this repository until it is fixed",
+            rule="config",
+        )
     try:
         loaded.config = effective_for(ctx.settings, loaded.config)
     except ConfigError as exc:
         raise JobFailed(
-            f"the organisation's onloop config (ONLOOP_CONFIG_FILE) is invalid: {exc}; "
-            "ask the operator to fix it"
+            f"the organisation's onloop config (ONLOOP_CONFIG_FILE) is not usable: {exc}; "
+            "ask the operator to fix it (`onloop doctor` checks it)",
+            rule="org_config",
         ) from None
     return loaded
 
 
 def report_config_problems(ctx: JobContext, repo: Repository, loaded: LoadedConfig) -> None:
     """A bad `.github/onloop.yml` (the line that is wrong) or unknown keys: one comment per
-    problem and thread, kept apart from the job's status so that it is not edited away."""
+    thread, found again by its marker and edited in place, kept apart from the job's status
+    so that it is not edited away."""
     problems = []
     if loaded.error is not None:
-        problems.append(f"`{CONFIG_PATH}` cannot be used ({loaded.error}); defaults apply.")
+        problems.append(
+            f"`{CONFIG_PATH}` is invalid ({loaded.error}), so onloop will do nothing in this "
+            "repository until it is fixed."
+        )
     if loaded.unknown:
         keys = ", ".join(f"`{k}`" for k in loaded.unknown)
         problems.append(f"`{CONFIG_PATH}` has keys onloop does not know, ignored: {keys}.")
     if not problems or ctx.job.number is None:
         return
     text = " ".join(problems) + " It is read from the default branch."
-    key = "config-" + hashlib.sha256(text.encode()).hexdigest()[:12]
-    upsert_comment(repo.get_issue(ctx.job.number), key, text, ctx.settings.bot_login)
+    upsert_comment(repo.get_issue(ctx.job.number), CONFIG_COMMENT, text, ctx.settings.bot_login)
 
 
 def check_policy(

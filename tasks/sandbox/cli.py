@@ -15,10 +15,8 @@ def sandbox() -> None:
 @sandbox.command("build-image")
 @click.option(
     "--tag",
-    envvar="ONLOOP_SANDBOX_IMAGE",
-    default="onloop-sandbox:latest",
-    show_default=True,
-    help="Image tag to build (env ONLOOP_SANDBOX_IMAGE).",
+    default=None,
+    help="Image tag to build (default: ONLOOP_SANDBOX_IMAGE, from the environment or .env).",
 )
 @click.option(
     "--method",
@@ -28,10 +26,13 @@ def sandbox() -> None:
     help="docker: `docker build` (needs the base image); rootfs: mmdebstrap + import.",
 )
 @click.option("--force", is_flag=True, help="Rebuild even if the image is up to date.")
-def build_image_command(tag: str, method: str, force: bool) -> None:
+def build_image_command(tag: str | None, method: str, force: bool) -> None:
     """Build the default sandbox image, unless it exists with the same content hash."""
+    from app.cli import settings_or_exit
     from tasks.sandbox.image import BuildError, build_image
 
+    # Through Settings, as `onloop doctor` and the worker read it: .env counts too.
+    tag = tag or settings_or_exit().sandbox_image
     try:
         result = build_image(tag, method=method, force=force, say=click.echo)
     except BuildError as exc:
@@ -47,18 +48,24 @@ def build_image_command(tag: str, method: str, force: bool) -> None:
 
 
 @sandbox.command("reap")
-@click.option(
-    "--all", "remove_all", is_flag=True, help="Remove every onloop container, running job or not."
-)
-def reap_command(remove_all: bool) -> None:
-    """Remove sandbox containers whose job is not running (by default: idle pools of dead
-    workers only; the worker's periodic reaper knows which jobs run)."""
-    import docker
+def reap_command() -> None:
+    """Remove sandbox containers, networks, proxies and workspaces whose job is not running,
+    as the database says (queued or running jobs keep theirs; anything under a minute old
+    stays)."""
+    from app.cli import check_migrated, settings_or_exit
+    from app.db import Database
+    from tasks.workplace import reap_sandboxes
 
-    from tasks.sandbox.reaper import reap
-
-    removed = reap(docker.from_env(), lambda _job: not remove_all, min_age=0)
-    click.echo(f"removed {len(removed)} container(s) and job network(s)")
+    settings = settings_or_exit()
+    check_migrated(settings)  # unreadable job states would keep every container anyway
+    # No warm pool here: this process exits at once and must not leave fresh containers.
+    settings = settings.model_copy(update={"sandbox_pool_size": 0})
+    db = Database(settings.database_url)
+    try:
+        removed = reap_sandboxes(settings, db)
+    finally:
+        db.dispose()
+    click.echo(f"removed {len(removed)} container(s), job network(s) and workspace(s)")
     for name in removed:
         click.echo(f"  {name}")
 

@@ -1,10 +1,13 @@
-"""The reaper: removes every onloop container and job network whose job is no longer running."""
+"""The reaper: removes every onloop container, job network and job workspace whose job is no longer
+running."""
 
 from __future__ import annotations
 
 import logging
 import os
+import shutil
 import socket
+import stat
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -141,3 +144,61 @@ def reap_networks(
         except docker.errors.APIError:
             log.warning("reaper could not remove network %s", name, exc_info=True)
     return removed
+
+
+def job_from_workspace(name: str) -> str | None:
+    """The job id in a workspace's name (`job-<id>-<mkdtemp suffix>`, tasks/sandbox/job.py);
+    the suffix has no dash, the id may."""
+    rest = name[len("job-") :] if name.startswith("job-") else ""
+    return (rest.rsplit("-", 1)[0] or None) if "-" in rest else None
+
+
+def reap_workspaces(root: Path, is_running: IsRunning, *, min_age: float = 60.0) -> list[str]:
+    """Remove the job workspaces under `root` whose job is not running (a worker killed in a
+    job never ran its cleanup); their names. Ones changed within `min_age` seconds stay, so a
+    job that is starting is never raced."""
+    removed: list[str] = []
+    now = time.time()
+    for path in sorted(root.glob("job-*")):
+        try:
+            info = path.lstat()
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISDIR(info.st_mode) or now - info.st_mtime < min_age:
+            continue
+        job = job_from_workspace(path.name)
+        try:
+            if job and is_running(job):
+                continue
+        except Exception:
+            log.warning("reaper: cannot tell whether job %s runs; keeping %s", job, path)
+            continue
+        remove_tree(path)
+        if os.path.lexists(path):
+            log.warning("reaper could not remove workspace %s", path)
+        else:
+            removed.append(path.name)
+            log.info("reaper removed workspace %s (job %s)", path.name, job)
+    return removed
+
+
+def remove_tree(path: Path) -> None:
+    """rmtree, as a job's own cleanup does, that also gets through directories the sandbox
+    made read-only: a root worker chowned the files to the sandbox uid and may remove them
+    anyway; a worker that is not root ran the commands as itself and owns what they made,
+    so it may make such a directory writable again. Symlinks are never followed."""
+
+    def retry(func: Callable[..., object], name: str, _exc: object) -> None:
+        parent = os.path.dirname(name)
+        try:
+            if stat.S_ISDIR(os.lstat(parent).st_mode):
+                os.chmod(parent, 0o700)
+            if func is os.rmdir or func is os.unlink:
+                func(name)
+            elif stat.S_ISDIR(os.lstat(name).st_mode):  # os.open/scandir of an unreadable dir
+                os.chmod(name, 0o700)
+                shutil.rmtree(name, onerror=retry)
+        except OSError:
+            pass  # left for the warning the caller gives
+
+    shutil.rmtree(path, onerror=retry)

@@ -108,6 +108,20 @@ class State(Activity, Recorder):
             self.installations[inst.id] = inst
             return inst
 
+    def uninstall(self, installation_id: int) -> None:
+        """Delete the installation, as its owner does: its tokens stop working and minting
+        another answers 404."""
+        with self.lock:
+            del self.installations[installation_id]
+            for value, token in list(self.tokens.items()):
+                if token.installation_id == installation_id:
+                    del self.tokens[value]
+
+    def suspend(self, installation_id: int, suspended: bool = True) -> None:
+        """Suspend (or unsuspend) the installation: minting answers 403 meanwhile."""
+        with self.lock:
+            self.installations[installation_id].suspended = suspended
+
     def installation_for(self, repo: Repo) -> Installation | None:
         from tests.github_double.auth import covers
 
