@@ -17,6 +17,7 @@ from app.models import Job, JobState
 from app.settings import Settings
 from app.user_tokens import TokenPair, store
 from tasks.sandbox.docker_backend import JOB_LABEL
+from tasks.sandbox.snapshots import KEY_LABEL, SNAPSHOT_LABEL
 from tests.conftest import deliver
 from tests.github_double.double import GitHubDouble
 from tests.github_double.fixtures import SECRET_KEY, settings_for
@@ -190,4 +191,20 @@ def make_world(
     world.worker.stop()
     db.dispose()
     redis.stop()
+    remove_snapshots(tmp_path / "work" / "snapshots")
     assert not github_double.merges and not github_double.approvals
+
+
+def remove_snapshots(state_dir: Path) -> None:
+    """Remove the dependency snapshots a world's worker made (their keys are in its store's
+    `state_dir`): other tests count the snapshots on the shared Docker daemon."""
+    keys = {marker.stem for marker in state_dir.glob("*.used")}
+    if not keys:
+        return
+    client = docker.from_env()
+    try:
+        for image in client.images.list(filters={"label": SNAPSHOT_LABEL}):
+            if (image.labels or {}).get(KEY_LABEL) in keys:
+                client.images.remove(image.id, force=True)
+    finally:
+        client.close()
