@@ -40,5 +40,5 @@ if ! "$PY" -c 'import docker, click' 2>/dev/null; then
   say "installing the Docker SDK and click for $PY"
   "$PY" -m pip install --quiet 'docker>=7.1' 'click>=8.1'
 fi
-"$PY" -m tasks.sandbox.cli build-image
+"$PY" -m app.cli.sandbox build-image
 say "done in $(($(date +%s) - started)) s"

@@ -25,14 +25,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import docker
 
-from tasks.git_auth import git
-from tasks.repo_cache import RepoCache
+from tasks.git.process import git
+from tasks.git.repo_cache import RepoCache
 from tasks.sandbox.base import Limits
 from tasks.sandbox.docker_backend import DockerBackend
 from tasks.sandbox.job import job_sandbox
 from tasks.sandbox.pool import WarmPool
 from tasks.sandbox.snapshots import SnapshotStore
-from tests.sandbox.git_server import GitServer
+from tests.doubles.git_server import GitServer
 
 IMAGE = os.environ.get("ONLOOP_SANDBOX_IMAGE", "onloop-sandbox:latest")
 FIRST = ["git", "-c", "safe.directory=*", "rev-parse", "HEAD"]

@@ -27,15 +27,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import docker
 import docker.errors
 
-from tasks.repo_cache import RepoCache
+from tasks.git.repo_cache import RepoCache
 from tasks.sandbox.base import Limits
 from tasks.sandbox.docker_backend import DockerBackend, exec_ids
-from tasks.sandbox.egress import EgressGateway, load_credentials
-from tasks.sandbox.egress_tls import make_job_tls
+from tasks.sandbox.egress.gateway import EgressGateway, load_credentials
+from tasks.sandbox.egress.tls import make_job_tls
 from tasks.sandbox.job import job_sandbox
 from tasks.sandbox.snapshots import SnapshotStore
-from tests.sandbox.git_server import GitServer, make_repo
-from tests.sandbox.package_index import PackageIndex
+from tests.doubles.git_server import GitServer, make_repo
+from tests.doubles.package_index import PackageIndex
 
 IMAGE = os.environ.get("ONLOOP_SANDBOX_IMAGE", "onloop-sandbox:latest")
 

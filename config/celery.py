@@ -1,4 +1,4 @@
-"""Celery settings that do not depend on onloop's settings; `tasks.celery_app` loads this file.
+"""Celery settings that do not depend on onloop's settings; loaded by tasks.queue.celery_app.
 
 Delivery guarantees: a task is acknowledged only after it ran (`acks_late`), and requeued when
 its worker dies (`task_reject_on_worker_lost`). The Redis `visibility_timeout` is set from

@@ -1,6 +1,6 @@
 """gunicorn settings for `onloop web`; the bind address comes from `--bind`."""
 
-from app.settings import load_settings
+from app.core.settings import load_settings
 
 # The same settings as onloop's own (environment, then .env), so the chart's and .env's agree.
 _settings = load_settings()

@@ -1,45 +1,145 @@
-"""`onloop worker`: the Celery worker with the outbox dispatcher running beside it."""
+"""`onloop worker`: the worker's composition root, which builds every collaborator once."""
 
 from __future__ import annotations
 
 import socket
+import threading
+from collections.abc import Mapping
 from datetime import timedelta
+from functools import partial
 
-from app.settings import Settings
-from tasks.celery_app import QUEUE, create_celery
-from tasks.dispatch import Dispatcher
-from tasks.jobs import database
-from tasks.workplace import close_workplaces, reap_sandboxes
+import redis
+from celery import Celery
+
+from app.core.kinds import KINDS, Kind, Kinds
+from app.core.queues import QUEUE
+from app.core.settings import Settings
+from app.store.db import Database
+from app.store.models import Job
+from tasks.blueprints.fix_ci import run_fix_ci
+from tasks.blueprints.fix_issue import run_fix_issue
+from tasks.blueprints.rebase import run_rebase
+from tasks.blueprints.replies import run_cancel, run_help, run_status
+from tasks.blueprints.review import run_review
+from tasks.feedback import listeners as feedback
+from tasks.queue import redeliver
+from tasks.queue.celery_app import create_celery
+from tasks.queue.dispatch import Dispatcher
+from tasks.runner.context import Runner
+from tasks.runner.limits import Limiter
+from tasks.runner.run import JobRunner, Listeners
+from tasks.sandbox.workplace import Workplace, make_workplace, reap_sandboxes
+
+# What runs each kind of job: one entry per kind of app.core.kinds.KINDS (a test holds
+# them to the same keys). A new kind is a row there, a row here and its blueprint.
+RUNNERS: Mapping[str, Runner] = {
+    Kind.FIX_ISSUE: run_fix_issue,
+    Kind.REBASE_PR: run_rebase,
+    Kind.FIX_CI: run_fix_ci,
+    Kind.REVIEW_PR: run_review,
+    Kind.HELP: run_help,
+    Kind.CANCEL: run_cancel,
+    Kind.STATUS: run_status,
+}
+
+
+class Worker:
+    """Settings, database, caps, sandboxes, runners and listeners of one worker process.
+    Tests build one with their own runners or listeners instead of patching modules."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        db: Database | None = None,
+        runners: Mapping[str, Runner] = RUNNERS,
+        listeners: Listeners = feedback.listeners_for,
+        kinds: Kinds = KINDS,
+    ) -> None:
+        self.settings = settings
+        self.db = db if db is not None else Database(settings.database_url)
+        self.kinds = kinds
+        self.limiter: Limiter | None = None
+        if settings.redis_url:
+            client = redis.Redis.from_url(settings.redis_url, socket_timeout=5)
+            self.limiter = Limiter.from_settings(settings, client)
+        self._workplace: Workplace | None = None
+        self._workplace_lock = threading.Lock()
+        self.jobs = JobRunner(
+            settings,
+            self.db,
+            runners,
+            listeners=listeners,
+            queued=self._queued,
+            limiter=self.limiter,
+            workplace=self.workplace,
+            kinds=kinds,
+        )
+
+    def workplace(self) -> Workplace:
+        """The sandbox backend, mirrors, snapshots and warm pool: made on first use, so a
+        worker that only answers comments never needs Docker."""
+        with self._workplace_lock:
+            if self._workplace is None:
+                self._workplace = make_workplace(self.settings)
+            return self._workplace
+
+    def _queued(self, job: Job, reason: str, place: int | None) -> None:
+        feedback.queued(self.settings, self.db, job, reason, place)
+
+    def celery(self) -> Celery:
+        """A Celery app whose tasks run this worker's jobs and redelivery sweep."""
+        return create_celery(
+            self.settings,
+            run_job=self.jobs.run,
+            redeliver=partial(redeliver.sweep, self.settings, self.db),
+        )
+
+    def reap(self) -> list[str]:
+        """Remove sandboxes, networks and workspaces whose job is not running."""
+        backend = self.workplace().backend if self.settings.sandbox_backend == "docker" else None
+        return reap_sandboxes(self.settings, self.db, backend)
+
+    def close(self) -> None:
+        """Remove the warm pool's idle containers and close the database."""
+        with self._workplace_lock:
+            place, self._workplace = self._workplace, None
+        if place is not None:
+            place.close()
+        self.db.dispose()
+
+    def run(self, concurrency: int = 4, beat: bool = False) -> None:
+        """Run until stopped. Threads, not forks: jobs wait on sandboxes and GitHub, not CPU."""
+        celery = self.celery()
+        dispatcher = Dispatcher(
+            self.db,
+            celery,
+            self.settings,
+            interval=self.settings.dispatch_interval,
+            authorization_wait=timedelta(seconds=self.settings.authorization_wait),
+            housekeeping=self.reap,
+            housekeeping_interval=self.settings.reap_interval,
+        )
+        dispatcher.start()
+        argv = [
+            "worker",
+            f"--hostname=onloop@{socket.gethostname()}",
+            "--pool=threads",
+            f"--concurrency={concurrency}",
+            f"--queues={QUEUE}",
+            f"--loglevel={self.settings.log_level}",
+            "--without-gossip",
+            "--without-mingle",
+        ]
+        if beat:
+            argv += ["--beat", "--schedule=var/celerybeat-schedule"]
+        try:
+            celery.worker_main(argv)
+        finally:
+            dispatcher.stop()
+            self.close()
 
 
 def run_worker(settings: Settings, concurrency: int = 4, beat: bool = False) -> None:
-    """Run until stopped. Threads, not forks: jobs wait on sandboxes and GitHub, not CPU."""
-    celery = create_celery(settings)
-    db = database(settings)
-    dispatcher = Dispatcher(
-        db,
-        celery,
-        interval=settings.dispatch_interval,
-        authorization_wait=timedelta(seconds=settings.authorization_wait),
-        housekeeping=lambda: reap_sandboxes(settings, db),
-        housekeeping_interval=settings.reap_interval,
-        settings=settings,
-    )
-    dispatcher.start()
-    argv = [
-        "worker",
-        f"--hostname=onloop@{socket.gethostname()}",
-        "--pool=threads",
-        f"--concurrency={concurrency}",
-        f"--queues={QUEUE}",
-        f"--loglevel={settings.log_level}",
-        "--without-gossip",
-        "--without-mingle",
-    ]
-    if beat:
-        argv += ["--beat", "--schedule=var/celerybeat-schedule"]
-    try:
-        celery.worker_main(argv)
-    finally:
-        dispatcher.stop()
-        close_workplaces()
+    """`onloop worker`: build the Worker and run it until stopped."""
+    Worker(settings).run(concurrency, beat)

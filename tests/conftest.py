@@ -1,10 +1,8 @@
 """Shared fixtures: a real database (SQLite, or PostgreSQL from ONLOOP_TEST_DATABASE_URL),
-real Redis, the Flask app, and signed deliveries from ../shared/fixtures/webhooks."""
+real Redis, the Flask app, and the GitHub double."""
 
 from __future__ import annotations
 
-import copy
-import json
 import os
 import shutil
 import uuid
@@ -16,58 +14,18 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from app import create_app
-from app.db import Database
-from app.events import sign
-from app.settings import Settings
-
-pytest_plugins = (
-    ["tests.github_double.fixtures"]
-    if (Path(__file__).parent / "github_double" / "fixtures.py").exists()
-    else []
-)  # TEMP
-
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = next(
-    p
-    for p in (
-        Path(os.environ.get("ONLOOP_FIXTURES", "/nonexistent")),
-        ROOT.parent / "shared" / "fixtures" / "webhooks",
-        ROOT / "tests" / "fixtures" / "webhooks",
-    )
-    if p.is_dir()
-)
-SECRET = "test-webhook-secret-0123456789abcdef"
-TABLES = (
-    "outbox",
-    "jobs",
-    "deliveries",
-    "installations",
-    "repo_configs",
-    "user_accounts",
-    "pauses",
-    "audit_log",
-)
-
-
-def load_fixture(name: str) -> dict[str, Any]:
-    """A payload from shared/fixtures/webhooks, as a fresh dict the test may edit."""
-    return copy.deepcopy(json.loads((FIXTURES / f"{name}.json").read_text()))
-
-
-def fixture_names() -> list[str]:
-    return sorted(p.stem for p in FIXTURES.glob("*.json"))
-
-
-def event_name(fixture: str) -> str:
-    return fixture.split(".", 1)[0]
+from app.core.settings import Settings
+from app.store import migrate
+from app.store.db import Database
+from app.web import create_app
+from tests.doubles.github.double import GitHubDouble
+from tests.doubles.github.settings import settings_for
+from tests.doubles.webhooks import SECRET, TABLES
 
 
 @pytest.fixture(scope="session")
 def _template_db(tmp_path_factory: pytest.TempPathFactory) -> str:
     """Migrate once per session: a SQLite template file, or a fresh PostgreSQL database."""
-    from app import migrate
-
     url = os.environ.get("ONLOOP_TEST_DATABASE_URL")
     if url and not url.startswith("sqlite"):
         name = f"onloop_test_{uuid.uuid4().hex[:8]}"
@@ -126,23 +84,35 @@ def client(settings: Settings, db: Database) -> Any:
     return app.test_client()
 
 
-def signed_headers(body: bytes, event: str, guid: str | None = None) -> dict[str, str]:
-    return {
-        "Content-Type": "application/json",
-        "X-GitHub-Event": event,
-        "X-GitHub-Delivery": guid or str(uuid.uuid4()),
-        "X-Hub-Signature-256": sign(body, SECRET),
-    }
+@pytest.fixture(scope="session")
+def github_double_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GitHubDouble]:
+    """The one running double of the session; tests want `github_double` instead."""
+    double = GitHubDouble(tmp_path_factory.mktemp("github-double"))
+    yield double
+    double.close()
 
 
-def deliver(client: Any, event: str, payload: dict[str, Any], guid: str | None = None) -> Any:
-    """POST a signed delivery through the Flask test client."""
-    body = json.dumps(payload).encode()
-    return client.post("/webhooks/github", data=body, headers=signed_headers(body, event, guid))
+# The one module whose tests merge and approve on purpose: they check that the double refuses.
+REFUSAL_TESTS = "tests.integration.test_github_double"
 
 
-def counts(db: Database) -> dict[str, int]:
-    with db.engine.connect() as conn:
-        return {
-            t: int(conn.execute(text(f"SELECT count(*) FROM {t}")).scalar_one()) for t in TABLES
-        }
+@pytest.fixture
+def github_double(
+    github_double_server: GitHubDouble, request: pytest.FixtureRequest
+) -> Iterator[GitHubDouble]:
+    """The double with a clean world; fails the test if the double itself hit a bug, or if
+    anything asked it to merge or approve (onloop never does, across the whole suite)."""
+    github_double_server.reset()
+    yield github_double_server
+    errors = list(github_double_server.errors)
+    if errors:
+        pytest.fail("GitHub double raised:\n" + "\n".join(errors), pytrace=False)
+    refused = [f"{r.kind} {r.repo}#{r.number}" for r in github_double_server.refusals]
+    if refused and request.module.__name__ != REFUSAL_TESTS:
+        pytest.fail("onloop must never merge or approve, yet: " + ", ".join(refused), pytrace=False)
+
+
+@pytest.fixture
+def github_settings(github_double: GitHubDouble, tmp_path: Path) -> Settings:
+    """Settings for onloop pointed at the double (see settings_for)."""
+    return settings_for(github_double, tmp_path)

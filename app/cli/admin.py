@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING
 import click
 
 if TYPE_CHECKING:
-    from app.db import Database
+    from app.store.db import Database
 
 
 def _database() -> Database:
-    from app.cli import check_migrated, settings_or_exit
-    from app.db import Database
+    from app.cli.main import check_migrated, settings_or_exit
+    from app.store.db import Database
 
     settings = settings_or_exit()
     check_migrated(settings)
@@ -29,7 +29,7 @@ def _operator() -> str:
 
 
 def _targets(repo: str | None, installation: int | None) -> list[tuple[str, str]]:
-    from app.governance import INSTALLATION, REPO
+    from app.policy.governance import INSTALLATION, REPO
 
     targets = [(REPO, repo)] if repo else []
     if installation is not None:
@@ -44,7 +44,7 @@ def _targets(repo: str | None, installation: int | None) -> list[tuple[str, str]
 @click.option("--by", default=None, help="who pauses (default: the local user)")
 def pause(repo: str | None, installation: int | None, reason: str | None, by: str | None) -> None:
     """Stop onloop starting work on REPO (owner/name) or an installation; no REPO: list pauses."""
-    from app import governance
+    from app.policy import governance
 
     db = _database()
     try:
@@ -73,7 +73,7 @@ def pause(repo: str | None, installation: int | None, reason: str | None, by: st
 @click.option("--by", default=None, help="who resumes (default: the local user)")
 def resume(repo: str | None, installation: int | None, by: str | None) -> None:
     """Let onloop start work on REPO (owner/name) or an installation again."""
-    from app import governance
+    from app.policy import governance
 
     targets = _targets(repo, installation)
     if not targets:
@@ -102,8 +102,8 @@ def audit(
     repo: str | None, since: str, job_id: int | None, action: str | None, as_json: bool
 ) -> None:
     """Print the audit log: every decision and action, oldest first."""
-    from app import audit as log
-    from app.cli import _since
+    from app.cli.main import _since
+    from app.store import audit as log
 
     start = _since(since)
     db = _database()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from app.settings import load_settings
+from app.core.settings import load_settings
 
 VAR = Path("var")
 DEV_SECRETS = VAR / "dev-secrets.env"
@@ -72,7 +72,7 @@ def run_dev(bind: str) -> None:
         redis_proc, os.environ["ONLOOP_REDIS_URL"] = start_redis()
     os.environ.setdefault("ONLOOP_LOG_JSON", "false")
     settings = load_settings()
-    from app import migrate
+    from app.store import migrate
 
     migrate.upgrade(settings.database_url)
     missing = settings.missing()
@@ -83,9 +83,9 @@ def run_dev(bind: str) -> None:
             "onloop dev: GitHub is not configured (" + ", ".join(missing) + "); "
             "deliveries are recorded but jobs cannot reach GitHub. `onloop doctor` says more."
         )
-    web = subprocess.Popen([sys.executable, "-m", "app.devweb", bind])
+    web = subprocess.Popen([sys.executable, "-m", "app.cli.devweb", bind])
     try:
-        from app.logs import configure_logging
+        from app.core.logs import configure_logging
         from tasks.worker import run_worker
 
         configure_logging(settings.log_level, settings.log_json)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sys
 
-from app.logs import configure_logging
-from app.server import serve
-from app.settings import load_settings
+from app.cli.server import serve
+from app.core.logs import configure_logging
+from app.core.settings import load_settings
 
 if __name__ == "__main__":
     settings = load_settings()

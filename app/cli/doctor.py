@@ -13,7 +13,7 @@ import requests
 from github import GithubException
 from pydantic import ValidationError
 
-from app.settings import Settings
+from app.core.settings import Settings
 
 
 @dataclass
@@ -43,7 +43,7 @@ def _webhook_secret(s: Settings) -> Check:
 
 
 def _database(s: Settings) -> Check:
-    from app import migrate
+    from app.store import migrate
 
     try:
         at, head = migrate.current(s.database_url), migrate.head()
@@ -105,8 +105,8 @@ def _github(s: Settings) -> Check:
         return Check(
             "github app", False, f"no key at {s.private_key_path}", "download the App's key"
         )
-    import app.github as gh
-    from app.github_http import fail_fast
+    import app.github.clients as gh
+    from app.github.transport import fail_fast
 
     try:
         with fail_fast():  # no retries with backoff: minutes of silence before the answer
@@ -130,8 +130,8 @@ def _agent(s: Settings) -> Check:
 
 
 def _egress(s: Settings) -> Check:
-    from tasks.sandbox.egress_policy import load_credentials
-    from tasks.sandbox.egress_tls import check_ca_bundle
+    from tasks.sandbox.egress.policy import load_credentials
+    from tasks.sandbox.egress.tls import check_ca_bundle
 
     said = []
     for setting, path in (
@@ -156,8 +156,8 @@ def _egress(s: Settings) -> Check:
 
 
 def _org_config(s: Settings) -> Check:
-    from app.org_config import load_org_config
-    from app.repo_config import ConfigError
+    from app.policy.org_config import load_org_config
+    from app.policy.repo_config import ConfigError
 
     path = s.config_file
     if path is None:

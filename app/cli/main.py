@@ -11,9 +11,9 @@ from pathlib import Path
 import click
 from pydantic import ValidationError
 
-from app.cli_admin import register as register_admin
-from app.settings import REQUIRED_FOR_SERVICE, Settings, load_settings
-from app.setup_cli import register as register_setup
+from app.cli.admin import register as register_admin
+from app.cli.setup import register as register_setup
+from app.core.settings import REQUIRED_FOR_SERVICE, Settings, load_settings
 
 
 def settings_or_exit(required: tuple[str, ...] = ()) -> Settings:
@@ -39,7 +39,7 @@ def settings_or_exit(required: tuple[str, ...] = ()) -> Settings:
 
 
 def check_migrated(settings: Settings) -> None:
-    from app import migrate
+    from app.store import migrate
 
     try:
         at, head = migrate.current(settings.database_url), migrate.head()
@@ -58,7 +58,7 @@ def check_org_file(settings: Settings) -> None:
     and the line, rather than failing every job later."""
     if settings.config_file is None:
         return
-    from app.org_config import OrgConfigError, check_file
+    from app.policy.org_config import OrgConfigError, check_file
 
     try:
         check_file(settings.config_file)
@@ -76,8 +76,8 @@ def main() -> None:
 @click.option("--bind", default="127.0.0.1:8000", show_default=True, help="HOST:PORT")
 def web(bind: str) -> None:
     """Serve the Flask app with gunicorn."""
-    from app.logs import configure_logging
-    from app.server import serve
+    from app.cli.server import serve
+    from app.core.logs import configure_logging
 
     settings = settings_or_exit(REQUIRED_FOR_SERVICE)
     configure_logging(settings.log_level, settings.log_json)
@@ -91,7 +91,7 @@ def web(bind: str) -> None:
 @click.option("--beat/--no-beat", default=False, help="also run the periodic scheduler")
 def worker(concurrency: int, beat: bool) -> None:
     """Run the Celery worker (and the outbox dispatcher)."""
-    from app.logs import configure_logging
+    from app.core.logs import configure_logging
     from tasks.worker import run_worker
 
     settings = settings_or_exit((*REQUIRED_FOR_SERVICE, "redis_url"))
@@ -105,7 +105,7 @@ def worker(concurrency: int, beat: bool) -> None:
 @click.option("--bind", default="127.0.0.1:8000", show_default=True)
 def dev(bind: str) -> None:
     """Web and worker together with embedded defaults (SQLite, a local Redis)."""
-    from app.devserver import run_dev
+    from app.cli.dev import run_dev
 
     check_org_file(settings_or_exit())
     run_dev(bind)
@@ -120,7 +120,7 @@ def replay(file: Path, event_name: str, url: str | None, delivery: str | None) -
     """Send a signed webhook delivery from a JSON file."""
     import requests
 
-    from app.events import sign
+    from app.intake.events import sign
 
     settings = settings_or_exit(("webhook_secret",))
     assert settings.webhook_secret is not None
@@ -142,7 +142,7 @@ def replay(file: Path, event_name: str, url: str | None, delivery: str | None) -
 @main.command()
 def doctor() -> None:
     """Check configuration, database, Redis, Docker and GitHub credentials."""
-    from app.doctor import run_doctor
+    from app.cli.doctor import run_doctor
 
     sys.exit(run_doctor(load_settings_for_doctor()))
 
@@ -161,10 +161,10 @@ def redeliver(since: str) -> None:
     import requests
     from github import GithubException
 
-    from app.db import Database
-    from app.doctor import explain_failure
-    from app.github_http import fail_fast
-    from tasks.redeliver import redeliver_missed
+    from app.cli.doctor import explain_failure
+    from app.github.transport import fail_fast
+    from app.store.db import Database
+    from tasks.queue.redeliver import redeliver_missed
 
     settings = settings_or_exit(("app_id", "private_key_path"))
     try:
@@ -197,7 +197,7 @@ def db() -> None:
 @click.option("--revision", default="head", show_default=True)
 def db_upgrade(revision: str) -> None:
     """Apply the Alembic migrations."""
-    from app import migrate
+    from app.store import migrate
 
     settings = settings_or_exit()
     migrate.upgrade(settings.database_url, revision)
@@ -206,7 +206,7 @@ def db_upgrade(revision: str) -> None:
 
 def _register_optional() -> None:
     try:
-        from tasks.sandbox.cli import sandbox
+        from app.cli.sandbox import sandbox
     except ImportError:
         return
     main.add_command(sandbox)

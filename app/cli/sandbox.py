@@ -28,7 +28,7 @@ def sandbox() -> None:
 @click.option("--force", is_flag=True, help="Rebuild even if the image is up to date.")
 def build_image_command(tag: str | None, method: str, force: bool) -> None:
     """Build the default sandbox image, unless it exists with the same content hash."""
-    from app.cli import settings_or_exit
+    from app.cli.main import settings_or_exit
     from tasks.sandbox.image import BuildError, build_image
 
     # Through Settings, as `onloop doctor` and the worker read it: .env counts too.
@@ -52,14 +52,12 @@ def reap_command() -> None:
     """Remove sandbox containers, networks, proxies and workspaces whose job is not running,
     as the database says (queued or running jobs keep theirs; anything under a minute old
     stays)."""
-    from app.cli import check_migrated, settings_or_exit
-    from app.db import Database
-    from tasks.workplace import reap_sandboxes
+    from app.cli.main import check_migrated, settings_or_exit
+    from app.store.db import Database
+    from tasks.sandbox.workplace import reap_sandboxes
 
     settings = settings_or_exit()
     check_migrated(settings)  # unreadable job states would keep every container anyway
-    # No warm pool here: this process exits at once and must not leave fresh containers.
-    settings = settings.model_copy(update={"sandbox_pool_size": 0})
     db = Database(settings.database_url)
     try:
         removed = reap_sandboxes(settings, db)

@@ -9,10 +9,10 @@ from typing import Any
 from flask import Flask
 from gunicorn.app.base import BaseApplication
 
-from app import create_app
-from app.settings import Settings
+from app.core.settings import Settings
+from app.web import create_app
 
-CONFIG_FILE = Path(__file__).resolve().parent.parent / "config" / "gunicorn.conf.py"
+CONFIG_FILE = Path(__file__).resolve().parents[2] / "config" / "gunicorn.conf.py"
 
 
 class OnloopServer(BaseApplication):

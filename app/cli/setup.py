@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 import click
 from pydantic import SecretStr, ValidationError
 
-from app.settings import Settings, load_settings
+from app.core.settings import Settings, load_settings
 
 
 @click.command()
@@ -44,8 +44,8 @@ def setup(
     """Create onloop's GitHub App from a manifest and write its settings to .env."""
     from werkzeug.serving import make_server
 
-    from app import manifest
-    from app.setup import SetupOptions, create_setup_app, setup_state
+    from app.github import manifest
+    from app.web.setup import SetupOptions, create_setup_app, setup_state
 
     settings = _settings_from(env_file)
     taken = manifest.existing(env_file)
@@ -108,9 +108,9 @@ def _bind(bind: str | None, public: str) -> tuple[str, int]:
 @click.command()
 def beat() -> None:
     """Run the periodic scheduler (one per deployment; workers run what it queues)."""
-    from app.cli import settings_or_exit
-    from app.logs import configure_logging
-    from tasks.beat import run_beat
+    from app.cli.main import settings_or_exit
+    from app.core.logs import configure_logging
+    from tasks.queue.beat import run_beat
 
     settings = settings_or_exit(("redis_url",))
     configure_logging(settings.log_level, settings.log_json)

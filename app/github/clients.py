@@ -21,9 +21,9 @@ import jwt
 from github import Auth, Github, GithubIntegration
 from github.GithubException import GithubException, RateLimitExceededException
 
-from app.github_http import RateLimitRetry, Who, instrument, serializer_for
-from app.settings import Settings
-from app.telemetry import telemetry
+from app.core.settings import Settings
+from app.core.telemetry import telemetry
+from app.github.transport import RateLimitRetry, Who, instrument, serializer_for
 
 GIT_USERNAME = "x-access-token"  # git over HTTPS: this user, the token as password
 USER_AGENT = "onloop"
@@ -186,7 +186,7 @@ def installation_token(
 
 def _client(settings: Settings, secret: str, who: Who) -> Github:
     """PyGithub with onloop's retry (Retry-After, x-ratelimit-reset) and its writes
-    serialised per `who.lock_key` and reported to observers (app.github_http)."""
+    serialised per `who.lock_key` and reported to observers (app.github.transport)."""
     between, writes = _pacing(settings)
     client = Github(
         auth=Auth.Token(secret),

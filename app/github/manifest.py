@@ -16,8 +16,8 @@ from urllib.parse import urlsplit
 import requests
 from dotenv import dotenv_values
 
-from app.github import USER_AGENT
-from app.settings import Settings
+from app.core.settings import Settings
+from app.github.clients import USER_AGENT
 
 TIMEOUT = 30
 PERMISSIONS = {

@@ -24,7 +24,7 @@ from github.GithubObject import GithubObject
 from github.Requester import Requester
 from urllib3.util.retry import Retry
 
-from app.telemetry import Telemetry
+from app.core.telemetry import Telemetry
 
 log = logging.getLogger("onloop.github")
 

@@ -9,10 +9,10 @@ import requests
 from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 
-from app.crypto import TokenBox
-from app.db import Database
-from app.models import UserAccount, aware, utcnow
-from app.settings import Settings
+from app.core.crypto import TokenBox
+from app.core.settings import Settings
+from app.store.db import Database
+from app.store.models import UserAccount, aware, utcnow
 
 REFRESH_MARGIN = timedelta(minutes=5)
 TIMEOUT = 15
@@ -101,7 +101,7 @@ def store(db: Database, box: TokenBox, user_id: int, login: str, pair: TokenPair
     """Save the pair encrypted; the old pair is replaced in the same transaction."""
     for attempt in range(2):  # two first sign-ins of one person at once: one insert loses
         try:
-            with db.write_lock(), db.session() as s:
+            with db.write_lock(), db.transaction() as s:
                 # A login belongs to one account at a time: a row left by someone who
                 # renamed themselves would otherwise answer for the new owner of the name.
                 s.execute(
@@ -122,7 +122,7 @@ def store(db: Database, box: TokenBox, user_id: int, login: str, pair: TokenPair
 
 def forget(db: Database, user_id: int) -> bool:
     """Delete a person's tokens (authorisation revoked); True when there were any."""
-    with db.write_lock(), db.session() as s:
+    with db.write_lock(), db.transaction() as s:
         return bool(s.execute(delete(UserAccount).where(UserAccount.id == user_id)).rowcount)  # type: ignore[attr-defined]
 
 
@@ -149,7 +149,7 @@ def access_token(
     if rejected is None and not _needs_refresh(row, margin):
         return _open(box, row.access_token), aware(row.access_expires_at)
     refused: str | None = None
-    with db.write_lock(), db.session() as s:
+    with db.write_lock(), db.transaction() as s:
         locked = s.get(UserAccount, user_id, with_for_update=True, populate_existing=True)
         if locked is None or locked.access_token is None:
             raise NotAuthorized("you have not authorised it yet")
@@ -176,12 +176,12 @@ def access_token(
 
 
 def find_user_id(db: Database, login: str) -> int | None:
-    with db.sessions() as s:
+    with db.read() as s:
         return s.scalar(select(UserAccount.id).where(UserAccount.login == login))
 
 
 def _row(db: Database, user_id: int) -> UserAccount | None:
-    with db.sessions() as s:
+    with db.read() as s:
         return s.get(UserAccount, user_id)
 
 

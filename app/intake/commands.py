@@ -5,32 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-
-class Kind:
-    """Job kinds. The first four do work in a sandbox; the rest answer in a comment."""
-
-    FIX_ISSUE = "fix_issue"
-    REBASE_PR = "rebase_pr"
-    FIX_CI = "fix_ci"
-    REVIEW_PR = "review_pr"
-    HELP = "help"
-    CANCEL = "cancel"
-    STATUS = "status"
-
-    SANDBOXED = (FIX_ISSUE, REBASE_PR, FIX_CI, REVIEW_PR)
-    ALL = (FIX_ISSUE, REBASE_PR, FIX_CI, REVIEW_PR, HELP, CANCEL, STATUS)
-
-
-# `/agent <verb>` on a pull request → job kind. `fix`, `rebase`, `review` are the verbs a
-# repository may allow or not (`commands:` in .github/onloop.yml).
-VERBS: dict[str, str] = {
-    "rebase": Kind.REBASE_PR,
-    "fix": Kind.FIX_CI,
-    "review": Kind.REVIEW_PR,
-    "help": Kind.HELP,
-    "cancel": Kind.CANCEL,
-    "status": Kind.STATUS,
-}
+from app.core.kinds import KINDS
 
 
 @dataclass(frozen=True)
@@ -58,7 +33,8 @@ class Command:
         Comment replies are keyed on the comment, so each question gets its own answer.
         """
         tail = self.head_sha or ""
-        if self.kind in (Kind.HELP, Kind.STATUS, Kind.CANCEL):
+        spec = KINDS.get(self.kind)
+        if spec is not None and not spec.sandboxed:
             tail = f"comment-{self.comment_id}"
         return f"{self.kind}:{self.repo}:{number if number is not None else '-'}:{tail}"
 

@@ -5,17 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from app.commands import (
-    VERBS,
-    CancelStale,
-    Command,
-    InstallationChange,
-    Kind,
-    RevokeAuthorization,
-)
-from app.events import Event
-from app.repo_config import RepoConfig
-from app.routing import Router
+from app.core.kinds import KINDS, Kind, Kinds, verbs
+from app.intake.commands import CancelStale, Command, InstallationChange, RevokeAuthorization
+from app.intake.events import Event
+from app.intake.routing import Router
+from app.policy.repo_config import RepoConfig
 
 Action = Command | CancelStale | InstallationChange | RevokeAuthorization
 
@@ -55,7 +49,7 @@ def _base(event: Event) -> dict[str, Any]:
 
 
 @router.register("issues", "labeled")
-def _issue_labeled(event: Event, config: RepoConfig) -> Action | str:
+def _issue_labeled(event: Event, config: RepoConfig, kinds: Kinds) -> Action | str:
     issue = event.data.get("issue") or {}
     label = (event.data.get("label") or {}).get("name")
     if label != config.fix_label:
@@ -79,7 +73,7 @@ def parse_command(body: str) -> tuple[str, str] | None:
 
 
 @router.register("issue_comment", "created")
-def _comment_created(event: Event, config: RepoConfig) -> Action | str:
+def _comment_created(event: Event, config: RepoConfig, kinds: Kinds) -> Action | str:
     issue = event.data.get("issue") or {}
     comment = event.data.get("comment") or {}
     if _is_bot(comment.get("user") or {}):
@@ -92,9 +86,10 @@ def _comment_created(event: Event, config: RepoConfig) -> Action | str:
     # `issue.pull_request` (https://docs.github.com/en/webhooks/webhook-events-and-payloads#issue_comment).
     if not issue.get("pull_request"):
         return IGNORED_NOT_ON_PR
-    kind = VERBS.get(verb, Kind.HELP)
+    known = verbs(kinds)
+    kind = known.get(verb, Kind.HELP)
     params: dict[str, Any] = {"verb": verb, "args": args}
-    if verb not in VERBS:
+    if verb not in known:
         params["unknown_verb"] = verb
     elif not config.allows(verb):
         kind, params["refused_verb"] = Kind.HELP, verb
@@ -143,18 +138,18 @@ def _failed_run(event: Event, config: RepoConfig, run: Mapping[str, Any]) -> Act
 
 
 @router.register("check_suite", "completed")
-def _check_suite(event: Event, config: RepoConfig) -> Action | str:
+def _check_suite(event: Event, config: RepoConfig, kinds: Kinds) -> Action | str:
     return _failed_run(event, config, event.data.get("check_suite") or {})
 
 
 @router.register("workflow_run", "completed")
-def _workflow_run(event: Event, config: RepoConfig) -> Action | str:
+def _workflow_run(event: Event, config: RepoConfig, kinds: Kinds) -> Action | str:
     return _failed_run(event, config, event.data.get("workflow_run") or {})
 
 
 @router.register("pull_request", "synchronize")
 @router.register("pull_request", "closed")
-def _pull_request_moved(event: Event, config: RepoConfig) -> Action | str:
+def _pull_request_moved(event: Event, config: RepoConfig, kinds: Kinds) -> Action | str:
     pr = event.data.get("pull_request") or {}
     head = None if event.action == "closed" else (pr.get("head") or {}).get("sha")
     return CancelStale(
@@ -165,7 +160,7 @@ def _pull_request_moved(event: Event, config: RepoConfig) -> Action | str:
     )
 
 
-def _installation(event: Event, config: RepoConfig) -> Action | str:
+def _installation(event: Event, config: RepoConfig, kinds: Kinds) -> Action | str:
     inst = event.data.get("installation") or {}
     account = inst.get("account") or {}
     added = event.data.get("repositories") or event.data.get("repositories_added") or []
@@ -185,7 +180,7 @@ router.register("installation_repositories")(_installation)
 
 
 @router.register("github_app_authorization", "revoked")
-def _authorization_revoked(event: Event, config: RepoConfig) -> Action | str:
+def _authorization_revoked(event: Event, config: RepoConfig, kinds: Kinds) -> Action | str:
     # https://docs.github.com/en/webhooks/webhook-events-and-payloads#github_app_authorization
     return RevokeAuthorization(
         user_id=int(event.sender.get("id", 0)), login=str(event.sender.get("login", ""))
@@ -205,9 +200,12 @@ def _own_suite(event: Event, own_app_id: int | None) -> bool:
     return own_app_id is not None and app.get("id") == own_app_id
 
 
-def explain(event: Event, config: RepoConfig, own_app_id: int | None = None) -> Action | str:
+def explain(
+    event: Event, config: RepoConfig, own_app_id: int | None = None, kinds: Kinds = KINDS
+) -> Action | str:
     """Like `decide`, but says why an event was ignored (one of the IGNORED_* constants).
-    `own_app_id` is onloop's App id, whose own check suites are ignored."""
+    `own_app_id` is onloop's App id, whose own check suites are ignored; `kinds` the job
+    kinds that `/agent <verb>` may ask for."""
     handler = router.handler_for(event)
     if event.name == "check_suite" and _own_suite(event, own_app_id):
         return IGNORED_OWN_CHECKS
@@ -218,10 +216,12 @@ def explain(event: Event, config: RepoConfig, own_app_id: int | None = None) -> 
             return IGNORED_BOT_SENDER
         if event.repo is None:
             return IGNORED_NO_REPOSITORY
-    return handler(event, config)
+    return handler(event, config, kinds)
 
 
-def decide(event: Event, config: RepoConfig, own_app_id: int | None = None) -> Action | None:
+def decide(
+    event: Event, config: RepoConfig, own_app_id: int | None = None, kinds: Kinds = KINDS
+) -> Action | None:
     """The command an event asks for, or None when it is ignored. Pure: no I/O."""
-    result = explain(event, config, own_app_id)
+    result = explain(event, config, own_app_id, kinds)
     return None if isinstance(result, str) else result

@@ -6,15 +6,16 @@ from dataclasses import dataclass, field
 from functools import cache, partial
 from typing import Any
 
-from app.commands import CancelStale, Command, InstallationChange, Kind, RevokeAuthorization
-from app.db import Database
-from app.decide import Action, explain
-from app.events import Event
-from app.fastsql import Sql
-from app.models import JobState, utcnow
-from app.repo_config import ConfigError, RepoConfig, parse_repo_config
+from app.core.kinds import KINDS, Kinds, sandboxed
+from app.intake.commands import CancelStale, Command, InstallationChange, RevokeAuthorization
+from app.intake.decide import Action, explain
+from app.intake.events import Event
+from app.policy.repo_config import ConfigError, RepoConfig, parse_repo_config
+from app.store.db import Database
+from app.store.fastsql import Sql
+from app.store.models import LIVE_STATES, JobState, utcnow
 
-# Hand-written SQL for the hot path (see app.fastsql.Sql): `%s` a value, `%j` JSON text.
+# Hand-written SQL for the hot path (see app.store.fastsql.Sql): `%s` a value, `%j` JSON text.
 CONFIG = "SELECT text FROM repo_configs WHERE repo = %s"
 DELIVERY = (
     "INSERT INTO deliveries (guid, event, action, installation_id, repo, sender, outcome,"
@@ -42,15 +43,24 @@ CANCEL_INSTALLATION = (
     "UPDATE jobs SET state = %s, live_key = NULL, finished_at = %s, result = %j"
     " WHERE installation_id = %s AND state IN (%s, %s, %s) RETURNING id"
 )
-CANCEL_STALE = (
-    "UPDATE jobs SET state = %s, live_key = NULL, finished_at = %s, result = %j"
-    " WHERE repo = %s AND number = %s AND state IN (%s, %s, %s) AND kind IN (%s, %s, %s, %s)"
-)
-CANCEL_OTHER_HEADS = CANCEL_STALE + " AND head_sha IS NOT NULL AND head_sha <> %s RETURNING id"
-CANCEL_STALE += " RETURNING id"
+
+
+def cancel_stale_sql(kinds: int, other_heads: bool) -> str:
+    """Cancel a PR's live sandboxed jobs (`kinds` of them), or only those for other heads."""
+    placeholders = ", ".join(["%s"] * kinds)  # only placeholders: the values are parameters
+    statement = (
+        "UPDATE jobs SET state = %s, live_key = NULL, finished_at = %s, result = %j"  # noqa: S608 - placeholders only
+        " WHERE repo = %s AND number = %s AND state IN (%s, %s, %s)"
+        f" AND kind IN ({placeholders})"
+    )
+    if other_heads:
+        statement += " AND head_sha IS NOT NULL AND head_sha <> %s"
+    return statement + " RETURNING id"
+
+
 FORGET_USER = "DELETE FROM user_accounts WHERE id = %s"
 
-assert len(JobState.LIVE) == 3 and len(Kind.SANDBOXED) == 4, "see CANCEL_STALE"
+assert len(LIVE_STATES) == 3, "see cancel_stale_sql"
 
 
 @dataclass
@@ -98,21 +108,26 @@ def cached_config(sql: Sql, cur: Any, repo: str | None, default_label: str) -> R
 
 
 def record(
-    db: Database, event: Event, default_label: str, own_app_id: int | None = None
+    db: Database,
+    event: Event,
+    default_label: str,
+    own_app_id: int | None = None,
+    kinds: Kinds = KINDS,
 ) -> IntakeResult:
     """Decide and record in one transaction, committed before this returns (group commit:
     concurrent requests share a transaction); the same GUID twice is one delivery."""
+    work = partial(_record, db.sql, event, default_label, own_app_id, kinds)
     try:
-        return db.group_commit.run(partial(_record, db.sql, event, default_label, own_app_id))
+        return db.group_commit.run(work)
     except db.engine.dialect.loaded_dbapi.IntegrityError:
         return IntakeResult(200, DUPLICATE)
 
 
 def _record(
-    sql: Sql, event: Event, default_label: str, own_app_id: int | None, cur: Any
+    sql: Sql, event: Event, default_label: str, own_app_id: int | None, kinds: Kinds, cur: Any
 ) -> IntakeResult:
     config = cached_config(sql, cur, event.repo, default_label)
-    decision: Action | str = explain(event, config, own_app_id)
+    decision: Action | str = explain(event, config, own_app_id, kinds)
     if isinstance(decision, Command):
         decision = _unless_gone(sql, cur, decision)
     if isinstance(decision, str):
@@ -127,14 +142,16 @@ def _record(
     rows = cur.fetchall()
     if not rows:
         return IntakeResult(200, DUPLICATE)  # this request has written nothing
-    return _apply(sql, cur, decision, int(rows[0][0]))
+    return _apply(sql, cur, decision, int(rows[0][0]), kinds)
 
 
-def _apply(sql: Sql, cur: Any, decision: Action | str, delivery_id: int) -> IntakeResult:
+def _apply(
+    sql: Sql, cur: Any, decision: Action | str, delivery_id: int, kinds: Kinds
+) -> IntakeResult:
     if isinstance(decision, str):
         return IntakeResult(204, decision)
     if isinstance(decision, CancelStale):
-        ids = _cancel_stale(sql, cur, decision)
+        ids = _cancel_stale(sql, cur, decision, sandboxed(kinds))
         return IntakeResult(202, f"cancelled {len(ids)} stale job(s)", cancelled=ids)
     if isinstance(decision, InstallationChange):
         ids = _installation(sql, cur, decision)
@@ -187,14 +204,14 @@ def _enqueue(
     raise RuntimeError(f"could not create or join the live job {key}")
 
 
-def _cancel_stale(sql: Sql, cur: Any, change: CancelStale) -> list[int]:
+def _cancel_stale(sql: Sql, cur: Any, change: CancelStale, kinds: tuple[str, ...]) -> list[int]:
     params: tuple[Any, ...] = (JobState.CANCELLED, sql.ts(utcnow()))
     params += (sql.json({"reason": change.reason}), change.repo, change.number)
-    params += (*JobState.LIVE, *Kind.SANDBOXED)
+    params += (*LIVE_STATES, *kinds)
     if change.head_sha is None:
-        cur.execute(sql(CANCEL_STALE), params)
+        cur.execute(sql(cancel_stale_sql(len(kinds), other_heads=False)), params)
     else:  # jobs still without a head resolve it when they start, so they are not stale
-        cur.execute(sql(CANCEL_OTHER_HEADS), (*params, change.head_sha))
+        cur.execute(sql(cancel_stale_sql(len(kinds), other_heads=True)), (*params, change.head_sha))
     return sorted(int(row[0]) for row in cur.fetchall())
 
 
@@ -234,5 +251,5 @@ def _installation(sql: Sql, cur: Any, change: InstallationChange) -> list[int]:
     what = "uninstalled" if change.action == "deleted" else "suspended"
     reason = {"reason": f"onloop was {what} on {change.account_login}"}
     params = (JobState.CANCELLED, sql.ts(now), sql.json(reason), change.installation_id)
-    cur.execute(sql(CANCEL_INSTALLATION), (*params, *JobState.LIVE))
+    cur.execute(sql(CANCEL_INSTALLATION), (*params, *LIVE_STATES))
     return sorted(int(r[0]) for r in cur.fetchall())

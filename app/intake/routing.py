@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from app.events import Event
-from app.repo_config import RepoConfig
+from app.core.kinds import Kinds
+from app.intake.events import Event
+from app.policy.repo_config import RepoConfig
 
 R = TypeVar("R")
-Handler = Callable[[Event, RepoConfig], R]
+Handler = Callable[[Event, RepoConfig, Kinds], R]
 
 
 class Router(Generic[R]):

@@ -6,44 +6,19 @@ from dataclasses import dataclass
 
 from sqlalchemy import delete, or_, select
 
-from app import audit
-from app.commands import Kind
-from app.db import Database
-from app.models import Pause
-from app.repo_config import PERMISSION_RANK, RepoConfig
+from app.core.kinds import KINDS, Kinds
+from app.policy.repo_config import PERMISSION_RANK, RepoConfig
+from app.store import audit
+from app.store.db import Database
+from app.store.models import Pause
 
 REPO, INSTALLATION = "repo", "installation"
 
-# The permissions each job kind's installation token is minted with (for its one
-# repository): reads, plus onloop's own comments. Everything a job changes in the code is
-# done with the person's own token, so no installation token can push
-# (https://docs.github.com/en/rest/apps/apps#create-an-installation-access-token-for-an-app).
-_BASE = {"metadata": "read", "contents": "read", "pull_requests": "read", "issues": "write"}
-TOKEN_PERMISSIONS: dict[str, dict[str, str]] = {
-    Kind.FIX_ISSUE: dict(_BASE),
-    Kind.REBASE_PR: dict(_BASE),
-    Kind.REVIEW_PR: dict(_BASE),
-    Kind.FIX_CI: {**_BASE, "checks": "read", "actions": "read"},
-    Kind.HELP: dict(_BASE),
-    Kind.STATUS: dict(_BASE),
-    Kind.CANCEL: dict(_BASE),
-}
-# The `commands:` entry of .github/onloop.yml that governs each kind (a label starts
-# fix_issue, but `fix` switched off means no fixing at all).
-KIND_COMMAND = {
-    Kind.FIX_CI: "fix",
-    Kind.FIX_ISSUE: "fix",
-    Kind.REBASE_PR: "rebase",
-    Kind.REVIEW_PR: "review",
-}
-# Kinds that push to the pull request's head branch, and so need edits from maintainers
-# when it lives in a fork (rebase_pr comments a patch instead).
-PUSHES_TO_HEAD = (Kind.FIX_CI,)
 
-
-def token_permissions(kind: str) -> dict[str, str]:
+def token_permissions(kind: str, kinds: Kinds = KINDS) -> dict[str, str]:
     """The installation token permissions a job of `kind` needs; the narrowest set known."""
-    return dict(TOKEN_PERMISSIONS.get(kind, {"metadata": "read"}))
+    spec = kinds.get(kind)
+    return dict(spec.permissions) if spec is not None else {"metadata": "read"}
 
 
 # --- the kill switch -------------------------------------------------------------------
@@ -58,7 +33,7 @@ def is_paused(db: Database, repo: str | None, installation_id: int | None) -> Pa
         targets.append((Pause.scope == INSTALLATION) & (Pause.target == str(installation_id)))
     if not targets:
         return None
-    with db.sessions() as s:
+    with db.read() as s:
         found = s.scalars(select(Pause).where(or_(*targets)).order_by(Pause.scope)).first()
         if found is not None:
             s.expunge(found)
@@ -80,7 +55,7 @@ def pause(
 ) -> Pause:
     """Stop new work for a repository (owner/name) or an installation (its id); idempotent."""
     key = _target(scope, target)
-    with db.session() as s:
+    with db.transaction() as s:
         row = s.get(Pause, (scope, key))
         if row is None:
             row = Pause(scope=scope, target=key, reason=reason, paused_by=by)
@@ -102,7 +77,7 @@ def pause(
 def resume(db: Database, scope: str, target: str, *, by: str | None = None) -> bool:
     """Lift a pause; False when there was none."""
     key = _target(scope, target)
-    with db.session() as s:
+    with db.transaction() as s:
         gone = s.execute(delete(Pause).where(Pause.scope == scope, Pause.target == key))
         lifted = bool(gone.rowcount)  # type: ignore[attr-defined]
     if lifted:
@@ -117,7 +92,7 @@ def resume(db: Database, scope: str, target: str, *, by: str | None = None) -> b
 
 
 def pauses(db: Database) -> list[Pause]:
-    with db.sessions() as s:
+    with db.read() as s:
         rows = list(s.scalars(select(Pause).order_by(Pause.created_at)))
         for row in rows:
             s.expunge(row)
@@ -158,15 +133,18 @@ def _is_bot(login: str) -> bool:
     return login.endswith("[bot]")
 
 
-def verdict(req: Request, config: RepoConfig, paused: Pause | None = None) -> Verdict:
+def verdict(
+    req: Request, config: RepoConfig, paused: Pause | None = None, kinds: Kinds = KINDS
+) -> Verdict:
     """The first rule `req` breaks under `config` (the effective one), or ALLOWED. Pure."""
+    spec = kinds.get(req.kind)
     if paused is not None:
         what = "this repository" if paused.scope == REPO else "this installation"
         why = f": {paused.reason}" if paused.reason else ""
         return Verdict(False, "kill_switch", f"onloop is paused for {what}{why}.")
     if _is_bot(req.requested_by) and not req.automatic:
         return Verdict(False, "bots", f"{req.requested_by} is a bot; bots cannot start work.")
-    command = KIND_COMMAND.get(req.kind)
+    command = spec.config_key if spec is not None else None
     if command is not None and command not in config.commands:
         return Verdict(
             False,
@@ -199,7 +177,8 @@ def verdict(req: Request, config: RepoConfig, paused: Pause | None = None) -> Ve
             f"`{req.kind}` needs {required} permission on this repository and "
             f"@{req.requested_by} has {req.role}.",
         )
-    if req.fork and req.kind in PUSHES_TO_HEAD and not req.maintainer_can_modify:
+    pushes = spec is not None and spec.pushes_to_head
+    if req.fork and pushes and not req.maintainer_can_modify:
         return Verdict(
             False,
             "fork.no_edits",

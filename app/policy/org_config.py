@@ -9,9 +9,15 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from app.egress_config import narrow_egress
-from app.repo_config import PERMISSION_RANK, ConfigError, RepoConfig, line_of, parse_repo_config
-from app.settings import Settings
+from app.core.settings import Settings
+from app.policy.egress import narrow_egress
+from app.policy.repo_config import (
+    PERMISSION_RANK,
+    ConfigError,
+    RepoConfig,
+    line_of,
+    parse_repo_config,
+)
 
 _cache: dict[Path, tuple[tuple[int, int], RepoConfig]] = {}
 _lock = threading.Lock()

@@ -8,7 +8,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from app.egress_config import EgressEntry, check_entry
+from app.policy.egress import EgressEntry, check_entry
 
 Permission = Literal["read", "triage", "write", "maintain", "admin"]
 PERMISSION_RANK: dict[str, int] = {"read": 0, "triage": 1, "write": 2, "maintain": 3, "admin": 4}
@@ -29,7 +29,7 @@ class SandboxConfig(_Section):
     setup: str | None = None
     timeout: int = Field(default=900, ge=10, le=6 * 3600)
     # Registries setup may reach (names or URLs); None: the organisation's list. It can only
-    # narrow that list (app.egress_config.narrow_egress).
+    # narrow that list (app.policy.egress.narrow_egress).
     egress: list[EgressEntry] | None = None
 
     @field_validator("egress")

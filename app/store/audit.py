@@ -5,16 +5,14 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
 
-from app.db import Database
-from app.github_http import GitHubWrite, observe_writes
-from app.models import AuditEntry, aware
+from app.store.db import Database
+from app.store.models import AuditEntry, aware
 
 log = logging.getLogger("onloop.audit")
 
@@ -71,7 +69,7 @@ def record(db: Database, action: str, *, repo: str | None, **fields: Any) -> Non
     """Append one entry (fields as `make_entry`). Nothing here updates or deletes an entry;
     the database refuses to."""
     entry = make_entry(action, repo=repo, **fields)
-    with db.session() as s:
+    with db.transaction() as s:
         s.add(entry)
 
 
@@ -132,32 +130,6 @@ def record_command(
     record(db, SANDBOX_EXEC, repo=repo, job_id=job_id, detail=detail)
 
 
-@contextmanager
-def audit_writes(
-    db: Database, *, repo: str | None, job_id: int | None = None, delivery_guid: str | None = None
-) -> Iterator[None]:
-    """Record every GitHub write made by onloop's clients inside this block (this thread),
-    with the token kind and identity that made it. Wrap a job's runner in it."""
-
-    def write(w: GitHubWrite) -> None:
-        try:
-            record(
-                db,
-                GITHUB_WRITE,
-                repo=repo,
-                job_id=job_id,
-                delivery_guid=delivery_guid,
-                detail={"method": w.method, "path": w.path, "status": w.status},
-                token_kind=w.token_kind,
-                identity=w.identity,
-            )
-        except Exception:  # the write happened; losing its record must not undo the job
-            log.exception("could not record a GitHub write in the audit log")
-
-    with observe_writes(write):
-        yield
-
-
 def entries(
     db: Database,
     *,
@@ -179,7 +151,7 @@ def entries(
         query = query.where(AuditEntry.action == action)
     if limit is not None:
         query = query.limit(limit)
-    with db.sessions() as s:
+    with db.read() as s:
         rows = list(s.scalars(query))
         for row in rows:
             s.expunge(row)

@@ -12,7 +12,7 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.fastsql import GroupCommit, Sql
+from app.store.fastsql import GroupCommit, Sql
 
 
 def make_engine(url: str) -> Engine:
@@ -44,7 +44,7 @@ class Database:
     def __init__(self, url: str) -> None:
         self.url = url
         self.engine = make_engine(url)
-        self.sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         parsed = make_url(url)
         self._lock_path: Path | None = None
         if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
@@ -71,10 +71,14 @@ class Database:
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
+    def read(self) -> Session:
+        """A session for reading (use it in `with`): nothing it does is committed."""
+        return self._sessions()
+
     @contextmanager
-    def session(self) -> Iterator[Session]:
+    def transaction(self) -> Iterator[Session]:
         """A session that commits on success and rolls back on error."""
-        with self.sessions() as s:
+        with self._sessions() as s:
             try:
                 yield s
                 s.commit()

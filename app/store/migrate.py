@@ -19,7 +19,7 @@ def alembic_config(url: str) -> Config:
 
 def upgrade(url: str, revision: str = "head") -> None:
     """Bring the database at `url` to `revision`."""
-    from app.db import make_engine
+    from app.store.db import make_engine
 
     make_engine(url).dispose()  # creates the SQLite directory when needed
     command.upgrade(alembic_config(url), revision)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import JSON, BigInteger, DateTime, ForeignKey, Integer, String, Text
@@ -24,7 +25,7 @@ class Base(DeclarativeBase):
     type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
 
 
-class JobState:
+class JobState(StrEnum):
     """The states a job moves through; terminal ones free its idempotency key."""
 
     QUEUED = "queued"
@@ -34,8 +35,9 @@ class JobState:
     CANCELLED = "cancelled"
     WAITING_FOR_AUTHORIZATION = "waiting_for_authorization"
 
-    LIVE = (QUEUED, RUNNING, WAITING_FOR_AUTHORIZATION)
-    TERMINAL = (SUCCEEDED, FAILED, CANCELLED)
+
+LIVE_STATES = (JobState.QUEUED, JobState.RUNNING, JobState.WAITING_FOR_AUTHORIZATION)
+TERMINAL_STATES = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
 
 
 class Delivery(Base):

@@ -5,11 +5,11 @@ from __future__ import annotations
 from flask import Flask, Response, jsonify
 from werkzeug.exceptions import HTTPException
 
-from app.db import Database
-from app.logs import get_logger
-from app.metrics import Metrics
-from app.settings import Settings
-from app.state import EXTENSION, Onloop
+from app.core.logs import get_logger
+from app.core.settings import Settings
+from app.store.db import Database
+from app.web.metrics import Metrics
+from app.web.state import EXTENSION, Onloop
 
 
 def create_app(settings: Settings, db: Database | None = None) -> Flask:
@@ -24,7 +24,7 @@ def create_app(settings: Settings, db: Database | None = None) -> Flask:
         log=get_logger("onloop.web"),
     )
 
-    from app import health, oauth, setup, webhooks
+    from app.web import health, oauth, setup, webhooks
 
     app.register_blueprint(webhooks.bp)
     app.register_blueprint(health.bp)

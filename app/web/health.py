@@ -6,7 +6,7 @@ from flask import Blueprint, Response, current_app, jsonify
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 
-from app.state import onloop
+from app.web.state import onloop
 
 bp = Blueprint("health", __name__)
 
@@ -20,7 +20,7 @@ def healthz() -> Response:
 def readyz() -> Response:
     state = onloop(current_app)
     try:
-        with state.db.sessions() as s:
+        with state.db.read() as s:
             s.execute(text("SELECT 1"))
     except Exception as exc:
         response = jsonify(status="unavailable", database=type(exc).__name__)

@@ -9,11 +9,10 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 
-from app.db import Database
-from app.models import Job, Outbox
-from app.telemetry import RedisCollector, Telemetry, telemetry
-
-QUEUE = "onloop"  # tasks.celery_app.QUEUE: the Redis list Celery's messages wait in
+from app.core.queues import QUEUE
+from app.core.telemetry import RedisCollector, Telemetry, telemetry
+from app.store.db import Database
+from app.store.models import Job, Outbox
 
 
 class _JobCollector(Collector):
@@ -25,7 +24,7 @@ class _JobCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         jobs = GaugeMetricFamily("onloop_jobs", "Jobs by kind and state", labels=["kind", "state"])
         backlog = GaugeMetricFamily("onloop_outbox_pending", "Jobs not yet published to the queue")
-        with self.db.sessions() as s:
+        with self.db.read() as s:
             rows = s.execute(
                 select(Job.kind, Job.state, func.count()).group_by(Job.kind, Job.state)
             )

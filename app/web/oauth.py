@@ -11,11 +11,11 @@ from flask import Blueprint, Response, current_app, redirect, request
 from sqlalchemy import and_, or_, select, update
 from werkzeug.wrappers import Response as BaseResponse
 
-from app.crypto import StateSigner, TokenBox, set_nonce_cookie
-from app.db import Database
-from app.models import Job, JobState, Outbox
-from app.state import Onloop, onloop
-from app.user_tokens import OAuthError, exchange_code, fetch_user, store
+from app.core.crypto import StateSigner, TokenBox, set_nonce_cookie
+from app.github.user_tokens import OAuthError, exchange_code, fetch_user, store
+from app.store.db import Database
+from app.store.models import Job, JobState, Outbox
+from app.web.state import Onloop, onloop
 
 bp = Blueprint("oauth", __name__)
 COOKIE = "onloop_oauth"
@@ -125,7 +125,7 @@ def resume_waiting(db: Database, user_id: int, login: str) -> list[int]:
         Job.requested_by_id == user_id,
         and_(Job.requested_by_id.is_(None), Job.requested_by == login),
     )
-    with db.write_lock(), db.session() as s:
+    with db.write_lock(), db.transaction() as s:
         ids = list(
             s.scalars(
                 select(Job.id)

@@ -18,10 +18,10 @@ from urllib.parse import urlencode
 import structlog
 from flask import Blueprint, Flask, Response, current_app, request
 
-from app import manifest
-from app.crypto import StateSigner, set_nonce_cookie
-from app.logs import get_logger
-from app.settings import Settings
+from app.core.crypto import StateSigner, set_nonce_cookie
+from app.core.logs import get_logger
+from app.core.settings import Settings
+from app.github import manifest
 
 bp = Blueprint("setup", __name__)
 EXTENSION = "onloop.setup"

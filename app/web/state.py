@@ -7,9 +7,9 @@ from dataclasses import dataclass
 import structlog
 from flask import Flask
 
-from app.db import Database
-from app.metrics import Metrics
-from app.settings import Settings
+from app.core.settings import Settings
+from app.store.db import Database
+from app.web.metrics import Metrics
 
 EXTENSION = "onloop"
 

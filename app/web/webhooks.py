@@ -5,9 +5,9 @@ from __future__ import annotations
 from flask import Blueprint, Response, current_app, jsonify, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from app.events import BadRequest, Event
-from app.intake import record
-from app.state import Onloop, onloop
+from app.intake.events import BadRequest, Event
+from app.intake.record import record
+from app.web.state import Onloop, onloop
 
 bp = Blueprint("webhooks", __name__)
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from app.settings import Settings
+    from app.core.settings import Settings
     from tasks.sandbox.base import Sandbox
 
 READ_ONLY_KINDS = frozenset({"review_pr"})

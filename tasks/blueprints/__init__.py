@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from tasks.context import JobContext
+from tasks.runner.context import JobContext
 
 S = TypeVar("S")
 

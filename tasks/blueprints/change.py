@@ -10,7 +10,7 @@ from tasks.agent import Agent, AgentConfigError, AgentResult, AgentTask, budget_
 from tasks.blueprints import Step, run_steps
 from tasks.blueprints.checks import Outcome, Plan, failures, plan, run_all, summary
 from tasks.blueprints.common import Session
-from tasks.context import JobContext, JobFailed
+from tasks.runner.context import JobContext, JobFailed
 from tasks.sandbox.base import Sandbox
 
 

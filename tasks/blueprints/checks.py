@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from app.repo_config import RepoConfig
-from tasks.comments import details
+from app.github.comments import details
+from app.policy.repo_config import RepoConfig
 from tasks.sandbox.base import ExecResult, Sandbox
 
 # What each detected tool contributes: (marker the probe prints, fix command, check command).

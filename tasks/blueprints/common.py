@@ -14,23 +14,23 @@ from github.PullRequest import PullRequest
 from github.Repository import Repository
 from sqlalchemy import update
 
-import app.github as gh
-from app import audit
-from app.egress_config import narrow_egress
-from app.models import Job
-from app.repo_config import RepoConfig
-from app.telemetry import telemetry
-from tasks.blast_radius import check_diff
+import app.github.clients as gh
+from app.core.telemetry import telemetry
+from app.policy.egress import narrow_egress
+from app.policy.repo_config import RepoConfig
+from app.store import audit
+from app.store.models import Job
 from tasks.blueprints.start import act_as, check_policy, effective_config, installation_repo
-from tasks.context import Cancelled, JobContext, JobFailed, WaitForAuthorization
-from tasks.git_auth import GitError, git
-from tasks.notices import ask_to_authorize, notice
-from tasks.people import NeedsAuthorization, as_person, user_token
-from tasks.repo_settings import LoadedConfig
+from tasks.git.blast_radius import check_diff
+from tasks.git.process import GitError, git
+from tasks.runner.context import Cancelled, JobContext, JobFailed, WaitForAuthorization
+from tasks.runner.notices import ask_to_authorize, notice
+from tasks.runner.people import NeedsAuthorization, as_person, user_token
+from tasks.runner.repo_settings import LoadedConfig
 from tasks.sandbox.base import ExecResult, Sandbox, SandboxError
-from tasks.sandbox.egress_policy import refusal_message
+from tasks.sandbox.egress.policy import refusal_message
 from tasks.sandbox.job import JobSandbox, SetupFailed, collect_commits, job_sandbox
-from tasks.workplace import Workplace, workplace
+from tasks.sandbox.workplace import Workplace
 
 TRAILER = "Onloop-Job"
 __all__ = ["TRAILER", "Session", "act_as", "begin", "installation_repo", "run"]
@@ -54,7 +54,7 @@ class Session:
 
     @property
     def place(self) -> Workplace:
-        return workplace(self.ctx.settings)
+        return self.ctx.workplace
 
     @cached_property
     def user_repo(self) -> Repository:
@@ -221,7 +221,7 @@ class Session:
         """Push `sha` to `branch` with the person's token. `lease` is the sha the branch must
         still have ("" when it must not exist yet). The job's head becomes `sha` first, so
         the `synchronize` our own push causes does not cancel this job as stale."""
-        with self.ctx.db.session() as s:
+        with self.ctx.db.transaction() as s:
             s.execute(update(Job).where(Job.id == self.ctx.job.id).values(head_sha=sha))
 
         def push() -> None:

@@ -7,18 +7,18 @@ from typing import Any
 
 from github.PullRequest import PullRequest
 
-from app.telemetry import telemetry
+from app.core.telemetry import telemetry
+from app.github.comments import upsert_comment
 from tasks.agent import AgentTask
 from tasks.blueprints import Step, run_steps
 from tasks.blueprints.change import STEPS as CHANGE_STEPS
 from tasks.blueprints.change import Change, make_change
 from tasks.blueprints.common import Session, act_as, begin, installation_repo
-from tasks.ci_failures import FailedJob, failed_jobs
-from tasks.ci_logs import excerpt
-from tasks.comments import upsert_comment
-from tasks.context import JobContext, JobFailed
-from tasks.git_auth import git
-from tasks.people import as_person
+from tasks.ci.failures import FailedJob, failed_jobs
+from tasks.ci.logs import excerpt
+from tasks.git.process import git
+from tasks.runner.context import JobContext, JobFailed
+from tasks.runner.people import as_person
 
 KIND_TRAILER = "Onloop-Kind: fix_ci"  # counts onloop's CI-fix commits on a branch
 

@@ -8,14 +8,14 @@ from typing import Any
 from github.Issue import Issue
 from github.PullRequest import PullRequest
 
-from app.telemetry import telemetry
+from app.core.telemetry import telemetry
 from tasks.agent import AgentTask
 from tasks.blueprints import Step, run_steps
 from tasks.blueprints.change import STEPS as CHANGE_STEPS
 from tasks.blueprints.change import Change, configured_agent, make_change
 from tasks.blueprints.common import Session, begin, installation_repo
-from tasks.context import JobContext, JobFailed
-from tasks.people import as_person
+from tasks.runner.context import JobContext, JobFailed
+from tasks.runner.people import as_person
 
 NO_AGENT = (
     "onloop has no coding agent configured, so it cannot work on issues yet (it can still "

@@ -8,13 +8,13 @@ from typing import Any
 from github.PullRequest import PullRequest
 from sqlalchemy import update
 
-from app.models import Job
+from app.github.comments import details, upsert_comment
+from app.store.models import Job
 from tasks.blueprints import Step, run_steps
 from tasks.blueprints.common import Session, begin
-from tasks.comments import details, upsert_comment
-from tasks.context import JobContext, JobFailed
-from tasks.git_auth import GitError
-from tasks.people import as_person
+from tasks.git.process import GitError
+from tasks.runner.context import JobContext, JobFailed
+from tasks.runner.people import as_person
 
 
 @dataclass
@@ -145,7 +145,7 @@ def run_rebase(ctx: JobContext) -> dict[str, Any]:
     state = Rebase(
         job, pr, base_sha=job.repo.get_branch(pr.base.ref).commit.sha, head_sha=pr.head.sha
     )
-    with ctx.db.session() as s:
+    with ctx.db.transaction() as s:
         s.execute(update(Job).where(Job.id == ctx.job.id).values(head_sha=state.head_sha))
     run_steps(ctx, STEPS, state)
     result = {"outcome": state.outcome, "old": state.head_sha, "new": state.new_sha}

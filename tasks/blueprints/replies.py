@@ -8,14 +8,15 @@ from typing import Any
 from github.Repository import Repository
 from sqlalchemy import select, update
 
-from app.commands import Kind
-from app.models import Job, JobState, utcnow
-from app.repo_config import ALLOWED_COMMANDS
-from tasks import feedback, progress
+from app.core.kinds import SANDBOXED, command_of
+from app.github.comments import upsert_comment
+from app.policy.repo_config import ALLOWED_COMMANDS
+from app.store.models import LIVE_STATES, Job, JobState, utcnow
 from tasks.blueprints.common import installation_repo
-from tasks.comments import upsert_comment
-from tasks.context import JobContext, JobFailed, Runner
-from tasks.repo_settings import LoadedConfig, load_repo_config
+from tasks.feedback import listeners as feedback
+from tasks.feedback import progress
+from tasks.runner.context import JobContext
+from tasks.runner.repo_settings import LoadedConfig, load_repo_config
 
 STATUS_MARKER = re.compile(r"<!-- onloop:job-(\d+)-status -->")
 VERB_HELP = {
@@ -75,12 +76,12 @@ def run_help(ctx: JobContext) -> dict[str, Any]:
 
 
 def _pr_jobs(ctx: JobContext, live_only: bool) -> list[Job]:
-    with ctx.db.sessions() as s:
+    with ctx.db.read() as s:
         query = select(Job).where(
-            Job.repo == ctx.job.repo, Job.number == ctx.job.number, Job.kind.in_(Kind.SANDBOXED)
+            Job.repo == ctx.job.repo, Job.number == ctx.job.number, Job.kind.in_(SANDBOXED)
         )
         if live_only:
-            query = query.where(Job.state.in_(JobState.LIVE))
+            query = query.where(Job.state.in_(LIVE_STATES))
         return list(s.scalars(query.order_by(Job.id.desc()).limit(10)))
 
 
@@ -104,10 +105,10 @@ def status_text(jobs: list[Job], urls: dict[int, str]) -> str:
         if j.state == JobState.RUNNING and j.steps:
             state += f", {progress.position(j.steps, [])}".replace("**", "")
         job = f"[#{j.id}]({urls[j.id]})" if j.id in urls else f"#{j.id}"
-        rows.append(f"| {job} | {progress.command_of(j)} | {state} | @{j.requested_by} |")
-    shown = [j for j in jobs if j.state in JobState.LIVE] or jobs[:1]
+        rows.append(f"| {job} | {command_of(j.kind)} | {state} | @{j.requested_by} |")
+    shown = [j for j in jobs if j.state in LIVE_STATES] or jobs[:1]
     for j in shown[:3]:
-        rows += ["", f"**#{j.id}** {progress.command_of(j)}, {j.state}:", ""]
+        rows += ["", f"**#{j.id}** {command_of(j.kind)}, {j.state}:", ""]
         rows += progress.step_lines(j.steps or []) or ["- no steps yet"]
         error = (j.result or {}).get("error") or (j.result or {}).get("reason")
         if error:
@@ -127,17 +128,17 @@ def run_status(ctx: JobContext) -> dict[str, Any]:
 
 def run_cancel(ctx: JobContext) -> dict[str, Any]:
     """Cancel the PR's live jobs. A running job sees it within a second or so (its cancel
-    watch stops its sandbox, tasks.context.JobContext.cancel_watch) and reports itself; for
+    watch stops its sandbox, tasks.runner.context.JobContext.cancel_watch) and reports itself; for
     a queued or waiting one, this job brings its status comment and check run up to date."""
     repo = repository(ctx)
     live = _pr_jobs(ctx, live_only=True)
     reason = f"cancelled by @{ctx.job.requested_by}"
     cancelled: list[Job] = []
     for job in live:
-        with ctx.db.session() as s:
+        with ctx.db.transaction() as s:
             done = s.execute(
                 update(Job)
-                .where(Job.id == job.id, Job.state.in_(JobState.LIVE))
+                .where(Job.id == job.id, Job.state.in_(LIVE_STATES))
                 .values(
                     state=JobState.CANCELLED,
                     live_key=None,
@@ -152,7 +153,7 @@ def run_cancel(ctx: JobContext) -> dict[str, Any]:
             other = JobContext(ctx.settings, ctx.db, job, steps=list(job.steps or []))
             feedback.settle(other, JobState.CANCELLED, {"reason": reason})
     lines = [
-        f"- #{j.id} {progress.command_of(j)} ({j.state})"
+        f"- #{j.id} {command_of(j.kind)} ({j.state})"
         + (": its sandbox stops within seconds" if j.state == JobState.RUNNING else "")
         for j in cancelled
     ]
@@ -160,27 +161,3 @@ def run_cancel(ctx: JobContext) -> dict[str, Any]:
     with ctx.step("reply"):
         reply(ctx, repo, body)
     return {"cancelled": [j.id for j in cancelled]}
-
-
-def run_not_available(ctx: JobContext) -> dict[str, Any]:
-    repo = repository(ctx)
-    verb = ctx.params.get("verb") or ctx.job.kind
-    body = (
-        f"`{verb}` was received, but this onloop installation cannot run it yet. "
-        "Ask its operator to upgrade onloop, or run the change by hand."
-    )
-    if ctx.job.number is not None:
-        with ctx.step("reply"):
-            reply(ctx, repo, body)
-    raise JobFailed(f"{ctx.job.kind} is not available in this version")
-
-
-RUNNERS: dict[str, Runner] = {
-    Kind.HELP: run_help,
-    Kind.STATUS: run_status,
-    Kind.CANCEL: run_cancel,
-    Kind.FIX_ISSUE: run_not_available,
-    Kind.REBASE_PR: run_not_available,
-    Kind.FIX_CI: run_not_available,
-    Kind.REVIEW_PR: run_not_available,
-}

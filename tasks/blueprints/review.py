@@ -12,14 +12,12 @@ from github.PullRequest import PullRequest
 from github.PullRequestReview import PullRequestReview
 from sqlalchemy import update
 
-from app.models import Job
+from app.github.comments import details, marker
+from app.store.models import Job
 from tasks.agent import AgentConfigError, AgentTask, budget_from, get_agent
 from tasks.blueprints import Step, run_steps
 from tasks.blueprints.common import Session, begin, installation_repo
-from tasks.comments import details, marker
-from tasks.context import Cancelled, JobContext
-from tasks.git_auth import git
-from tasks.people import as_person
+from tasks.git.process import git
 from tasks.review.diff import DIFF_OPTIONS, ChangedLines, changed_lines, parse_diff
 from tasks.review.findings import (
     Detected,
@@ -33,6 +31,8 @@ from tasks.review.findings import (
     run_linters,
 )
 from tasks.review.suggest import Built, Edit, ReviewComment, build_comments, edits_from
+from tasks.runner.context import Cancelled, JobContext
+from tasks.runner.people import as_person
 from tasks.sandbox.base import ExecResult, Sandbox, SandboxError
 
 MAX_DIFF_FOR_AGENT = 30_000
@@ -296,7 +296,7 @@ def run_review(ctx: JobContext) -> dict[str, Any]:
     job = begin(ctx, "review", found, pr)
     state = Review(job, pr, head_sha=pr.head.sha, base_sha=pr.base.sha)
     ctx.head_sha = state.head_sha
-    with ctx.db.session() as s:
+    with ctx.db.transaction() as s:
         s.execute(update(Job).where(Job.id == ctx.job.id).values(head_sha=state.head_sha))
     steps: list[Step[Review]] = [
         Step("diff", _diff),

@@ -6,16 +6,16 @@ from github.PullRequest import PullRequest
 from github.Repository import Repository
 from sqlalchemy import update
 
-import app.github as gh
-from app import governance
-from app.models import Job
-from app.org_config import effective_for
-from app.repo_config import ConfigError
-from tasks.comments import upsert_comment
-from tasks.context import JobContext, JobFailed
-from tasks.notices import notice
-from tasks.people import role_of
-from tasks.repo_settings import CONFIG_PATH, LoadedConfig, load_repo_config
+import app.github.clients as gh
+from app.github.comments import upsert_comment
+from app.policy import governance
+from app.policy.org_config import effective_for
+from app.policy.repo_config import ConfigError
+from app.store.models import Job
+from tasks.runner.context import JobContext, JobFailed
+from tasks.runner.notices import notice
+from tasks.runner.people import role_of
+from tasks.runner.repo_settings import CONFIG_PATH, LoadedConfig, load_repo_config
 
 # Refusals of automatic fixes that nobody asked for: said in the job's record, not in a comment.
 QUIET_RULES = ("auto_fix_ci", "fork.automatic", "max_ci_fix_attempts")
@@ -41,7 +41,7 @@ def act_as(ctx: JobContext, login: str, user_id: int | None) -> None:
     """Make `login` the job's acting person (automatic CI fixes act as the PR's author), so
     that their authorisation resumes it."""
     ctx.job.requested_by, ctx.job.requested_by_id = login, user_id
-    with ctx.db.session() as s:
+    with ctx.db.transaction() as s:
         s.execute(
             update(Job)
             .where(Job.id == ctx.job.id)

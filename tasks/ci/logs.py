@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from tasks.ci_logs.parsers import PARSERS
+from tasks.ci.parsers import PARSERS
 
 # Each line of a job log (GET /repos/{owner}/{repo}/actions/jobs/{job_id}/logs) starts with
 # an ISO timestamp; steps are `##[group]Run <command>` ... `##[endgroup]` headers followed by

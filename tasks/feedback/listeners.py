@@ -15,15 +15,15 @@ from github.IssueComment import IssueComment
 from github.Repository import Repository
 from sqlalchemy import select
 
-import app.github as gh
-from app.commands import Kind
-from app.db import Database
-from app.models import Job, JobState
-from app.settings import Settings
-from tasks import progress
-from tasks.comments import family, marker
-from tasks.context import JobContext, JobListener
-from tasks.throttle import Throttle
+import app.github.clients as gh
+from app.core.kinds import SANDBOXED
+from app.core.settings import Settings
+from app.github.comments import family, marker
+from app.store.db import Database
+from app.store.models import Job, JobState
+from tasks.feedback import progress
+from tasks.feedback.throttle import Throttle
+from tasks.runner.context import JobContext, JobListener
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +141,7 @@ class CheckRunListener:
     def _sha(self) -> str | None:
         if self.ctx.head_sha:
             return self.ctx.head_sha
-        with self.ctx.db.sessions() as s:
+        with self.ctx.db.read() as s:
             return s.scalar(select(Job.head_sha).where(Job.id == self.ctx.job.id))
 
     def _output(self, ctx: JobContext, title: str, summary: str) -> dict[str, str]:
@@ -164,11 +164,12 @@ class CheckRunListener:
     def finished(self, ctx: JobContext, state: str, result: dict[str, Any]) -> None:
         self.throttle.close()
         result = _with_reason(ctx, state, result)
-        title = {
+        titles: dict[str, str] = {
             JobState.SUCCEEDED: progress.result_summary(result) or "Done",
             JobState.CANCELLED: "Cancelled",
             JobState.WAITING_FOR_AUTHORIZATION: f"Waiting for @{ctx.job.requested_by}",
-        }.get(state, f"Failed: {str(result.get('error') or '')[:150]}")
+        }
+        title = titles.get(state, f"Failed: {str(result.get('error') or '')[:150]}")
         summary = progress.final_text(
             ctx.job, ctx.steps, state, result, self._links(), authorize_url(ctx)
         )
@@ -228,7 +229,7 @@ def _with_reason(ctx: JobContext, state: str, result: dict[str, Any]) -> dict[st
     """A cancelled job's result as `/agent cancel` (or a newer push) recorded it."""
     if state != JobState.CANCELLED or result.get("reason"):
         return result
-    with ctx.db.sessions() as s:
+    with ctx.db.read() as s:
         stored = s.scalar(select(Job.result).where(Job.id == ctx.job.id)) or {}
     return {**stored, **result}
 
@@ -256,7 +257,7 @@ def listeners_for(ctx: JobContext) -> list[JobListener]:
         acknowledge(ctx, access)
     except Exception:
         log.warning("could not react to the command's comment", exc_info=True)
-    if ctx.job.kind not in Kind.SANDBOXED:
+    if ctx.job.kind not in SANDBOXED:
         return []
     status = StatusComment(ctx, access)
     listeners: list[JobListener] = [status, CheckRunListener(ctx, access, status)]
@@ -273,7 +274,7 @@ def queued(settings: Settings, db: Database, job: Job, reason: str, position: in
     access = Access(ctx)
     try:
         acknowledge(ctx, access)
-        if job.kind in Kind.SANDBOXED and job.number is not None:
+        if job.kind in SANDBOXED and job.number is not None:
             status = StatusComment(ctx, access)
             status.started = True
             status.throttle.close(progress.queued_text(job, reason, position))

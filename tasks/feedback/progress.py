@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from app.commands import VERBS, Kind
-from app.models import Job, JobState
-from tasks.comments import details
+from app.core.kinds import Kind, command_of
+from app.github.comments import details
+from app.store.models import Job, JobState
 
 ICONS = {
     "running": "⏳",
@@ -21,14 +21,6 @@ BEFORE_WORK = ("policy", "authorization")
 CONCLUSIONS = ("success", "neutral", "failure", "cancelled", "action_required", "skipped")
 LOG_KEYS = ("log", "setup_output", "output")  # where a failed job's result keeps its log
 LIMIT = 60_000  # GitHub's comment and check run output limit is 65535 characters
-
-
-def command_of(job: Job) -> str:
-    """How the person asked for the job, as they would ask again."""
-    verb = next((v for v, k in VERBS.items() if k == job.kind), None)
-    if job.kind == Kind.FIX_ISSUE:
-        return "the `agent:fix` label"
-    return f"`/agent {verb}`" if verb else f"`{job.kind}`"
 
 
 def who(job: Job) -> str:
@@ -85,7 +77,7 @@ def links(result: Mapping[str, Any], extra: Mapping[str, str | None]) -> str:
 def running_text(job: Job, steps: Sequence[Mapping[str, Any]], plan: Sequence[str]) -> str:
     return "\n".join(
         [
-            f"{ICONS['running']} **Working** on {command_of(job)} from {who(job)} "
+            f"{ICONS['running']} **Working** on {command_of(job.kind)} from {who(job)} "
             f"(job #{job.id}), {position(steps, plan)}",
             "",
             *step_lines(steps, plan),
@@ -100,14 +92,14 @@ def queued_text(job: Job, reason: str, position: int | None) -> str:
     """A job held back before it starts (the caps on running jobs)."""
     place = f"; it is number {position} in line" if position else ""
     return (
-        f"🕐 **Queued**: {command_of(job)} from {who(job)} (job #{job.id}) waits for a free "
+        f"🕐 **Queued**: {command_of(job.kind)} from {who(job)} (job #{job.id}) waits for a free "
         f"slot ({reason}){place}. It starts by itself; `/agent cancel` takes it off the queue."
     )
 
 
 def next_step(job: Job, state: str, result: Mapping[str, Any]) -> str:
     """What the person can do now, after a job that did not succeed."""
-    again = command_of(job)
+    again = command_of(job.kind)
     error = str(result.get("error") or "")
     if state == JobState.CANCELLED:
         return f"Ask again with {again} when you want it."
@@ -139,7 +131,7 @@ def final_text(
     authorize_url: str = "",
 ) -> str:
     """The last word of a job: its outcome, links, what to do next, folded details."""
-    ran = f"{command_of(job)} from {who(job)} (job #{job.id})"
+    ran = f"{command_of(job.kind)} from {who(job)} (job #{job.id})"
     more = links(result, extra_links)
     total = sum(float(s.get("duration") or 0) for s in steps)
     folded = details(f"{len(steps)} steps · {total:.1f} s", "\n".join(step_lines(steps)))
@@ -199,10 +191,11 @@ def conclusion(state: str, result: Mapping[str, Any]) -> str:
     if state == JobState.SUCCEEDED:
         wanted = str(result.get("conclusion") or "success")
         return wanted if wanted in CONCLUSIONS else "success"
-    return {
+    conclusions: dict[str, str] = {
         JobState.CANCELLED: "cancelled",
         JobState.WAITING_FOR_AUTHORIZATION: "action_required",
-    }.get(state, "failure")
+    }
+    return conclusions.get(state, "failure")
 
 
 def check_output(

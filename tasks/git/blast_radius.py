@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pathspec
 
-from app.repo_config import RepoConfig
-from tasks.git_auth import git
+from app.policy.repo_config import RepoConfig
+from tasks.git.process import git
 
 SYMLINK, GITLINK = "120000", "160000"
 REGULAR = ("100644", "100755")

@@ -58,7 +58,7 @@ _URL_CREDENTIALS = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)[^/@\s]+@", re.I
 
 @runtime_checkable
 class Secret(Protocol):
-    """A token object (app.github.InstallationToken, UserToken): reveals itself on request."""
+    """A token object (app.github.clients.InstallationToken, UserToken): reveals itself on ask."""
 
     def secret(self) -> str: ...
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from tasks.git_auth import TokenLike, git
+from tasks.git.process import TokenLike, git
 
 HEADS = ("+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*")
 _SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.settings import Settings
-from tasks.celery_app import create_celery
+from app.core.settings import Settings
+from tasks.queue.celery_app import create_celery
 
 SCHEDULE_FILE = Path("var/celerybeat-schedule")
 

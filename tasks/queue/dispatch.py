@@ -2,27 +2,25 @@
 
 from __future__ import annotations
 
-import os
-import socket
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from datetime import timedelta
 
 from celery import Celery
 from sqlalchemy import select
 
-from app.db import Database
-from app.logs import get_logger
-from app.models import Job, JobState, Outbox, aware, utcnow
-from app.settings import Settings, load_settings
-from tasks import feedback
-from tasks.celery_app import QUEUE, RUN_JOB
-from tasks.context import JobContext
-from tasks.lease import (
+from app.core.logs import get_logger
+from app.core.queues import QUEUE, RUN_JOB
+from app.core.settings import Settings
+from app.store.db import Database
+from app.store.models import Job, JobState, Outbox, aware, utcnow
+from tasks.feedback import listeners as feedback
+from tasks.runner.context import JobContext
+from tasks.runner.lease import (
     claim_given_up,
     expire_waiting,
+    owner_id,
     release_given_up,
     republish_unclaimed,
     requeue_abandoned,
@@ -38,7 +36,7 @@ def publish_pending(db: Database, celery: Celery, batch: int = 100) -> int:
     broker accepted the message; on PostgreSQL SKIP LOCKED lets several dispatchers share work.
     """
     sent = 0
-    with db.session() as s:
+    with db.transaction() as s:
         rows = list(
             s.scalars(
                 select(Outbox)
@@ -68,7 +66,7 @@ def publish_pending(db: Database, celery: Celery, batch: int = 100) -> int:
 
 
 def settle_given_up(
-    settings: Settings | None,
+    settings: Settings,
     db: Database,
     owner: str,
     hold: timedelta = timedelta(minutes=5),
@@ -77,11 +75,9 @@ def settle_given_up(
     """Tell on GitHub about the jobs `requeue_abandoned` gave up on: their status comment
     (edited in place) and check run `onloop/<kind>` end as failed, as any failed job's do.
     Outside any transaction; a job whose GitHub calls fail is tried again after `hold`,
-    for `max_age` at most. Without `settings`, the environment's (the worker's own). The ids
-    of the jobs settled now."""
+    for `max_age` at most. The ids of the jobs settled now."""
     settled = []
     for job in claim_given_up(db, owner, hold):
-        settings = settings or load_settings()
         about = {"job_id": job.id, "repo": job.repo, "kind": job.kind, "number": job.number}
         if (aware(job.finished_at) or utcnow()) < utcnow() - max_age:
             release_given_up(db, job.id, owner)
@@ -130,17 +126,15 @@ class Dispatcher:
         self,
         db: Database,
         celery: Celery,
+        settings: Settings,
         interval: float = 0.5,
         republish_after: timedelta = timedelta(minutes=10),
         authorization_wait: timedelta = timedelta(hours=24),
         housekeeping: Callable[[], object] | None = None,
         housekeeping_interval: float = 300.0,
-        settings: Settings | None = None,
     ) -> None:
-        # GitHub calls for given-up jobs need the App's settings: without them, the
-        # environment's (the worker loaded its own from there)
-        self.settings = settings
-        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.settings = settings  # GitHub calls for given-up jobs need the App's settings
+        self.owner = owner_id()
         self.authorization_wait = authorization_wait
         self.housekeeping, self.housekeeping_interval = housekeeping, housekeeping_interval
         self._last_housekeeping = -housekeeping_interval  # the first sweep runs at start

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from celery import Celery
 from sqlalchemy import select
 
-from app.db import Database
-from app.logs import get_logger
-from app.models import Delivery
-from app.settings import Settings
+import app.github.clients as gh
+from app.core.logs import get_logger
+from app.core.settings import Settings
+from app.store.db import Database
+from app.store.models import Delivery
 
 log = get_logger("onloop.redeliver")
 
@@ -20,8 +20,6 @@ def missed_deliveries(settings: Settings, db: Database, since: datetime) -> dict
 
     https://docs.github.com/en/webhooks/testing-and-troubleshooting-webhooks/redelivering-webhooks
     """
-    import app.github as gh
-
     attempts = gh.list_hook_deliveries(settings, since)
     ok: set[str] = set()
     latest: dict[str, tuple[datetime, int]] = {}
@@ -35,31 +33,30 @@ def missed_deliveries(settings: Settings, db: Database, since: datetime) -> dict
     candidates = set(latest) - ok
     if not candidates:
         return {}
-    with db.sessions() as s:
+    with db.read() as s:
         known = set(s.scalars(select(Delivery.guid).where(Delivery.guid.in_(candidates))))
     return {guid: latest[guid][1] for guid in sorted(candidates - known)}
 
 
 def redeliver_missed(settings: Settings, db: Database, since: datetime) -> list[str]:
     """Request a redelivery for each missed delivery; returns their GUIDs."""
-    import app.github as gh
-
     missed = missed_deliveries(settings, db, since)
-    for guid, delivery_id in missed.items():
-        gh.redeliver(settings, delivery_id)
-        log.info("redelivery requested", delivery_id=guid, attempt=delivery_id)
+    for delivery_guid, hook_attempt_id in missed.items():
+        gh.redeliver(settings, hook_attempt_id)
+        log.info(
+            "delivery.redelivery_requested",
+            delivery_guid=delivery_guid,
+            hook_attempt_id=hook_attempt_id,
+        )
     return list(missed)
+
+
+def sweep(settings: Settings, db: Database) -> list[str]:
+    """Beat's periodic task: redeliver what was missed over two sweep intervals."""
+    since = datetime.now(UTC) - timedelta(seconds=settings.redeliver_interval * 2)
+    return redeliver_missed(settings, db, since)
 
 
 def _parse_time(value: str) -> datetime:
     parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-
-def register(celery: Celery, settings: Settings) -> None:
-    @celery.task(name="onloop.redeliver_missed", ignore_result=True)
-    def _redeliver_missed() -> list[str]:
-        from tasks.jobs import database
-
-        since = datetime.now(UTC) - timedelta(seconds=settings.redeliver_interval * 2)
-        return redeliver_missed(settings, database(settings), since)

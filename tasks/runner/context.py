@@ -12,11 +12,12 @@ from typing import Any, Protocol
 
 from sqlalchemy import select
 
-from app import audit
-from app.db import Database
-from app.models import Job, JobState
-from app.settings import Settings
-from app.telemetry import telemetry
+from app.core.settings import Settings
+from app.core.telemetry import telemetry
+from app.store import audit
+from app.store.db import Database
+from app.store.models import Job, JobState
+from tasks.sandbox.workplace import Workplace
 
 log = logging.getLogger(__name__)
 OUTPUT_TAIL = 4000
@@ -59,6 +60,15 @@ class JobContext:
     notes: list[str] = field(default_factory=list)  # said with the outcome (e.g. egress refusals)
     head_sha: str | None = None  # the commit the job works on, once known (for check runs)
     plan: list[str] = field(default_factory=list)  # the step names it expects, for "k of n"
+    # Where sandboxes run (the worker's one Workplace, made on first use); None outside a job.
+    workplaces: Callable[[], Workplace] | None = None
+
+    @property
+    def workplace(self) -> Workplace:
+        """The worker's sandbox backend, mirrors, snapshots and warm pool."""
+        if self.workplaces is None:
+            raise JobFailed("this job was started without a sandbox workplace")
+        return self.workplaces()
 
     @property
     def command(self) -> dict[str, Any]:
@@ -75,7 +85,7 @@ class JobContext:
         """Raise Cancelled when the job is no longer wanted."""
         if self.cancel.is_set():
             raise Cancelled()
-        with self.db.sessions() as s:
+        with self.db.read() as s:
             state = s.scalar(select(Job.state).where(Job.id == self.job.id))
         if state != JobState.RUNNING:
             self.cancel.set()
@@ -92,7 +102,7 @@ class JobContext:
             while not done.wait(interval):
                 try:
                     if not self.cancel.is_set():
-                        with self.db.sessions() as s:
+                        with self.db.read() as s:
                             state = s.scalar(select(Job.state).where(Job.id == self.job.id))
                         if state == JobState.RUNNING:
                             continue
@@ -115,7 +125,7 @@ class JobContext:
             thread.join(timeout=30)
 
     def _save_steps(self) -> None:
-        with self.db.session() as s:
+        with self.db.transaction() as s:
             row = s.get(Job, self.job.id)
             if row is not None:
                 row.steps = [dict(step) for step in self.steps]

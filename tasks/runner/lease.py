@@ -2,21 +2,29 @@
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
+import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import ColumnElement, and_, func, or_, select, update
 
-from app.db import Database
-from app.models import Job, JobState, Outbox, utcnow
-from tasks import progress
+from app.core.kinds import command_of
+from app.store.db import Database
+from app.store.models import TERMINAL_STATES, Job, JobState, Outbox, utcnow
+
+
+def owner_id() -> str:
+    """A lease owner: this host and process, and a nonce for this one attempt."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 def claim(db: Database, job_id: int, owner: str, lease_seconds: int) -> bool:
     """Move a queued job to running under `owner`; False when someone else has it."""
     now = utcnow()
-    with db.session() as s:
+    with db.transaction() as s:
         result = s.execute(
             update(Job)
             .where(Job.id == job_id, Job.state == JobState.QUEUED)
@@ -34,7 +42,7 @@ def claim(db: Database, job_id: int, owner: str, lease_seconds: int) -> bool:
 
 def renew(db: Database, job_id: int, owner: str, lease_seconds: int) -> bool:
     """Extend the lease; False when the job was cancelled or taken over meanwhile."""
-    with db.session() as s:
+    with db.transaction() as s:
         result = s.execute(
             update(Job)
             .where(Job.id == job_id, Job.lease_owner == owner, Job.state == JobState.RUNNING)
@@ -45,9 +53,9 @@ def renew(db: Database, job_id: int, owner: str, lease_seconds: int) -> bool:
 
 def finish(db: Database, job_id: int, owner: str, state: str, result: dict[str, Any]) -> bool:
     """Record the outcome and free the idempotency key, if the job is still ours."""
-    with db.session() as s:
+    with db.transaction() as s:
         values: dict[str, Any] = {"state": state, "result": result, "finished_at": utcnow()}
-        if state in JobState.TERMINAL:
+        if state in TERMINAL_STATES:
             values |= {"live_key": None, "lease_owner": None, "lease_expires_at": None}
         done = s.execute(
             update(Job)
@@ -67,7 +75,7 @@ def requeue_abandoned(db: Database) -> list[int]:
     worker, say by running it out of memory): those fail with a message that says so, and
     wait (lease_owner GIVEN_UP) for `claim_given_up` to tell the person on GitHub."""
     now = utcnow()
-    with db.session() as s:
+    with db.transaction() as s:
         jobs = list(
             s.scalars(
                 select(Job)
@@ -103,7 +111,7 @@ def given_up_message(job: Job) -> str:
     return (
         f"The worker running this job stopped {job.attempts} times before it could finish "
         "(out of memory or killed), so onloop gave up on it. Ask again with "
-        f"{progress.command_of(job)} if you still want it; if it stops again, tell the people "
+        f"{command_of(job.kind)} if you still want it; if it stops again, tell the people "
         f"who run onloop (job #{job.id}): it may need more memory than a worker has."
     )
 
@@ -135,7 +143,7 @@ def claim_given_up(db: Database, owner: str, hold: timedelta, batch: int = 20) -
     calls failed) is taken again once `hold` has passed."""
     now = utcnow()
     claimed = []
-    with db.session() as s:
+    with db.transaction() as s:
         ids = list(s.scalars(select(Job.id).where(_unsettled(now)).order_by(Job.id).limit(batch)))
         for job_id in ids:
             done = s.execute(
@@ -145,13 +153,13 @@ def claim_given_up(db: Database, owner: str, hold: timedelta, batch: int = 20) -
             )
             if done.rowcount:  # type: ignore[attr-defined]
                 claimed.append(job_id)
-    with db.sessions() as s:
+    with db.read() as s:
         return list(s.scalars(select(Job).where(Job.id.in_(claimed)).order_by(Job.id)))
 
 
 def release_given_up(db: Database, job_id: int, owner: str) -> bool:
     """`owner` has settled the job's feedback (or stopped trying): nobody claims it again."""
-    with db.session() as s:
+    with db.transaction() as s:
         done = s.execute(
             update(Job)
             .where(Job.id == job_id, Job.lease_owner == f"{GIVEN_UP}:{owner}"[:200])
@@ -195,7 +203,7 @@ def republish_unclaimed(db: Database, older_than: timedelta) -> list[int]:
     duplicate message is harmless: only one worker can claim a queued job.
     """
     cutoff = utcnow() - older_than
-    with db.session() as s:
+    with db.transaction() as s:
         last = (
             select(Outbox.job_id, func.max(Outbox.published_at).label("at"))
             .group_by(Outbox.job_id)
@@ -219,7 +227,7 @@ def expire_waiting(db: Database, max_age: timedelta) -> list[int]:
     """Jobs that waited longer than `max_age` for an authorisation run once more, only to
     say that they stopped waiting (the runner sees `authorization_expired`)."""
     cutoff = utcnow() - max_age
-    with db.session() as s:
+    with db.transaction() as s:
         jobs = list(
             s.scalars(
                 select(Job)

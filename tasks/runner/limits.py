@@ -14,9 +14,9 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from app.db import Database
-from app.models import Job, JobState
-from app.settings import Settings
+from app.core.settings import Settings
+from app.store.db import Database
+from app.store.models import Job, JobState
 
 log = logging.getLogger(__name__)
 
@@ -288,7 +288,7 @@ def queue_position(db: Database, job: Job) -> int:
         if job.installation_id is not None
         else Job.repo == job.repo
     )
-    with db.sessions() as s:
+    with db.read() as s:
         ahead = s.scalar(
             select(func.count())
             .select_from(Job)

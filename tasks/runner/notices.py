@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from github.Repository import Repository
 
-from tasks.comments import upsert_comment
-from tasks.context import JobContext
+from app.github.comments import upsert_comment
+from tasks.runner.context import JobContext
 
 
 def notice(ctx: JobContext, repo: Repository, key: str, body: str) -> int | None:

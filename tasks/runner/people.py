@@ -10,15 +10,15 @@ from github import GithubException
 from github.Repository import Repository
 from sqlalchemy import select
 
-import app.github as gh
-from app.db import Database
-from app.models import Job, JobState, Outbox, UserAccount, aware
-from app.repo_config import PERMISSION_RANK
-from app.settings import Settings
-from app.user_tokens import REFRESH_MARGIN, NotAuthorized, access_token, find_user_id, forget
-from tasks.context import JobContext, WaitForAuthorization
-from tasks.git_auth import GitError
-from tasks.notices import ask_to_authorize
+import app.github.clients as gh
+from app.core.settings import Settings
+from app.github.user_tokens import REFRESH_MARGIN, NotAuthorized, access_token, find_user_id, forget
+from app.policy.repo_config import PERMISSION_RANK
+from app.store.db import Database
+from app.store.models import Job, JobState, Outbox, UserAccount, aware
+from tasks.git.process import GitError
+from tasks.runner.context import JobContext, WaitForAuthorization
+from tasks.runner.notices import ask_to_authorize
 
 FAR_FUTURE = datetime(9999, 1, 1, tzinfo=UTC)
 MAX_MARGIN = timedelta(hours=4)  # of a token's 8 hours
@@ -138,7 +138,7 @@ def as_person(session: ActsAsPerson, action: Callable[[], T]) -> T:
 def resume_if_authorized(db: Database, job_id: int) -> bool:
     """Requeue job `job_id` if it waits for a person who authorised onloop after the job
     started (they finished the flow while it was deciding to wait); True if requeued."""
-    with db.write_lock(), db.session() as s:
+    with db.write_lock(), db.transaction() as s:
         job = s.get(Job, job_id, with_for_update=True)
         if job is None or job.state != JobState.WAITING_FOR_AUTHORIZATION:
             return False

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from github import GithubException
 from github.Repository import Repository
 
-from app.db import Database
-from app.models import RepoConfigCache, utcnow
-from app.repo_config import ConfigError, RepoConfig, parse_repo_config
+from app.policy.repo_config import ConfigError, RepoConfig, parse_repo_config
+from app.store.db import Database
+from app.store.models import RepoConfigCache, utcnow
 
 CONFIG_PATH = ".github/onloop.yml"
 
@@ -36,7 +36,7 @@ def load_repo_config(db: Database, repo: Repository) -> LoadedConfig:
     except GithubException as exc:
         if exc.status != 404:
             raise
-    with db.session() as s:
+    with db.transaction() as s:
         row = s.get(RepoConfigCache, repo.full_name) or RepoConfigCache(repo=repo.full_name)
         row.text, row.sha, row.fetched_at = text, sha, utcnow()
         s.merge(row)

@@ -92,7 +92,7 @@ def create_kwargs(
         "memswap_limit": f"{limits.memory_mb}m",
         "nano_cpus": int(limits.cpus * 1e9),
     }
-    if network:  # setup's job network (tasks/sandbox/egress.py); otherwise none at all
+    if network:  # setup's job network (tasks/sandbox/egress/gateway.py); otherwise none at all
         del kwargs["network_mode"]
         kwargs["network"] = network
     if runtime:

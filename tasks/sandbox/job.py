@@ -13,11 +13,11 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tasks.git_auth import TokenLike, git
-from tasks.repo_cache import RepoCache
+from tasks.git.process import TokenLike, git
+from tasks.git.repo_cache import RepoCache
 from tasks.sandbox.base import ExecResult, Limits, Sandbox, SandboxBackend, SandboxError
 from tasks.sandbox.docker_backend import DockerBackend, DockerSandbox, exec_ids
-from tasks.sandbox.egress import EgressGateway, EgressPolicy, Refusal, refusal_message
+from tasks.sandbox.egress.gateway import EgressGateway, EgressPolicy, Refusal, refusal_message
 from tasks.sandbox.pool import PoolSlot, WarmPool
 from tasks.sandbox.snapshots import DEPENDENCY_FILES, SnapshotStore
 

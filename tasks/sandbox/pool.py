@@ -13,7 +13,7 @@ from pathlib import Path
 import docker.errors
 from docker.models.containers import Container
 
-from tasks.repo_cache import RepoCache
+from tasks.git.repo_cache import RepoCache
 from tasks.sandbox.base import Limits, SandboxError
 from tasks.sandbox.docker_backend import (
     HOST_LABEL,

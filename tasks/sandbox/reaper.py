@@ -120,9 +120,9 @@ def created_at(text: str) -> float:
 def reap_networks(
     client: docker.DockerClient, is_running: IsRunning, *, min_age: float = 60.0
 ) -> list[str]:
-    """Remove setup networks (tasks/sandbox/egress.py) whose job is not running; their names.
+    """Remove setup networks (egress/gateway.py) whose job is not running; their names.
     Their proxies are containers with the job's label, removed by `reap` just before."""
-    from tasks.sandbox.egress import remove_network
+    from tasks.sandbox.egress.gateway import remove_network
 
     removed: list[str] = []
     now = time.time()

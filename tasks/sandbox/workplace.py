@@ -1,4 +1,4 @@
-"""The worker's sandbox backend, mirrors, snapshots and warm pool, made once per process."""
+"""The worker's sandbox backend, mirrors, snapshots and warm pool; the Worker makes one."""
 
 from __future__ import annotations
 
@@ -9,15 +9,18 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from app.db import Database
-from app.models import Job, JobState
-from app.settings import Settings
-from tasks.repo_cache import RepoCache
-from tasks.sandbox import Limits, SandboxBackend, get_backend
-from tasks.sandbox.egress import EgressGateway
-from tasks.sandbox.egress_policy import load_credentials
-from tasks.sandbox.egress_tls import check_ca_bundle
+from app.core.settings import Settings
+from app.store.db import Database
+from app.store.models import Job, JobState
+from tasks.git.repo_cache import RepoCache
+from tasks.sandbox.base import Limits, SandboxBackend
+from tasks.sandbox.docker_backend import DockerBackend
+from tasks.sandbox.egress.gateway import EgressGateway
+from tasks.sandbox.egress.policy import load_credentials
+from tasks.sandbox.egress.tls import check_ca_bundle
+from tasks.sandbox.factory import get_backend
 from tasks.sandbox.pool import WarmPool
+from tasks.sandbox.reaper import reap, reap_workspaces
 from tasks.sandbox.snapshots import SnapshotStore
 
 log = logging.getLogger(__name__)
@@ -35,26 +38,20 @@ class Workplace:
     def limits(self, timeout: float) -> Limits:
         return Limits(job_timeout=timeout, command_timeout=min(600.0, timeout))
 
-
-_places: dict[tuple[str, str], Workplace] = {}
-_lock = threading.Lock()
-
-
-def workplace(settings: Settings) -> Workplace:
-    key = (settings.sandbox_backend, str(settings.work_dir))
-    with _lock:
-        if key not in _places:
-            _places[key] = _make(settings)
-        return _places[key]
+    def close(self) -> None:
+        """Remove the warm pool's idle containers (at worker shutdown)."""
+        if self.pool is not None:
+            self.pool.close()
 
 
-def _make(settings: Settings) -> Workplace:
+def make_workplace(settings: Settings) -> Workplace:
+    """The backend ONLOOP_SANDBOX_BACKEND names, with its mirrors and workspaces under
+    ONLOOP_WORK_DIR; on Docker also dependency snapshots, setup egress and the warm pool
+    (which starts filling now)."""
     root = Path(settings.work_dir).resolve()
     (root / "workspaces").mkdir(parents=True, exist_ok=True)
     backend = get_backend(settings.sandbox_backend, runtime=settings.sandbox_runtime)
     place = Workplace(backend, RepoCache(root / "mirrors"), root / "workspaces")
-    from tasks.sandbox.docker_backend import DockerBackend
-
     if isinstance(backend, DockerBackend):
         place.snapshots = SnapshotStore(
             backend.client, root / "snapshots", max_bytes=settings.snapshot_max_bytes
@@ -101,38 +98,28 @@ def _fill(pool: WarmPool) -> None:
         log.warning("could not fill the warm sandbox pool", exc_info=True)
 
 
-def close_workplaces() -> None:
-    """Remove the warm pool's idle containers (at worker shutdown)."""
-    with _lock:
-        places = list(_places.values())
-        _places.clear()
-    for place in places:
-        if place.pool is not None:
-            place.pool.close()
-
-
-def reap_sandboxes(settings: Settings, db: Database) -> list[str]:
+def reap_sandboxes(
+    settings: Settings, db: Database, backend: SandboxBackend | None = None
+) -> list[str]:
     """Remove sandbox containers, job networks (Docker) and job workspaces whose job is not
     running, at worker start and periodically; what was removed (workspaces as
-    `workspaces/job-…`). A worker killed in a job leaves all of these behind."""
-    from tasks.sandbox.reaper import reap_workspaces
+    `workspaces/job-…`). A worker killed in a job leaves all of these behind. `backend` is
+    the worker's (one is made for Docker when not given)."""
 
     def is_running(job_id: str) -> bool:
         if not job_id.isdigit():
             return False
-        with db.sessions() as s:
+        with db.read() as s:
             state = s.scalar(select(Job.state).where(Job.id == int(job_id)))
         return state in (JobState.QUEUED, JobState.RUNNING)
 
     removed: list[str] = []
     if settings.sandbox_backend == "docker":
-        from tasks.sandbox.docker_backend import DockerBackend
-        from tasks.sandbox.reaper import reap
-
-        backend = workplace(settings).backend
+        if backend is None:
+            backend = get_backend("docker", runtime=settings.sandbox_runtime)
         assert isinstance(backend, DockerBackend)
         removed = reap(backend.client, is_running)  # first: a container may use a workspace
-    root = Path(settings.work_dir).resolve() / "workspaces"  # as `_make` names it
+    root = Path(settings.work_dir).resolve() / "workspaces"  # as `make_workplace` names it
     removed += [f"workspaces/{name}" for name in reap_workspaces(root, is_running)]
     if removed:
         log.info("reaped sandboxes: %s", ", ".join(removed))

@@ -9,8 +9,8 @@ from typing import Any
 
 import requests
 
-from tests.github_double.double import GitHubDouble
-from tests.github_double.handlers.manifests import Created, book
+from tests.doubles.github.double import GitHubDouble
+from tests.doubles.github.handlers.manifests import Created, book
 
 
 def form(page: str) -> tuple[str, dict[str, Any]]:

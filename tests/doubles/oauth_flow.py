@@ -7,7 +7,7 @@ from typing import Any
 
 import requests
 
-from tests.github_double.double import GitHubDouble
+from tests.doubles.github.double import GitHubDouble
 
 
 def follow(client: Any, double: GitHubDouble, login: str) -> tuple[Any, str]:

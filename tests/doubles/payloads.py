@@ -5,8 +5,8 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from tests.conftest import load_fixture
-from tests.github_double.double import GitHubDouble
+from tests.doubles.github.double import GitHubDouble
+from tests.doubles.webhooks import load_fixture
 
 _comment_ids = itertools.count(900_000)
 

@@ -13,9 +13,9 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from app.settings import Settings
+from app.core.settings import Settings
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def settings_env(settings: Settings, **extra: str) -> dict[str, str]:

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from app.models import JobState
-from app.org_config import OrgConfigError, check_file, effective_for, parse_org_config
-from app.repo_config import ConfigError, RepoConfig, parse_repo_config
-from app.settings import Settings
-from tests.e2e import REPO, World, make_world
-from tests.github_double.double import GitHubDouble
-from tests.test_cli import clean_env, full_settings, onloop
+from app.core.settings import Settings
+from app.policy.org_config import OrgConfigError, check_file, effective_for, parse_org_config
+from app.policy.repo_config import ConfigError, RepoConfig, parse_repo_config
+from app.store.models import JobState
+from tests.doubles.github.double import GitHubDouble
+from tests.e2e.world import REPO, World, make_world
+from tests.integration.test_cli import clean_env, full_settings, onloop
 
 # Stricter than the defaults, then one typo further down: the strictness must survive it.
 STRICT_THEN_TYPO = "trigger_permission: maintain\nsandbox:\n  timeout: abc\n"
@@ -165,9 +165,9 @@ def test_an_org_file_gone_after_start_fails_jobs_clearly(world: World) -> None:
 
 
 def test_help_on_an_invalid_file_says_onloop_does_nothing_here() -> None:
-    from app.repo_config import ConfigError, RepoConfig
-    from tasks.replies import help_text
-    from tasks.repo_settings import LoadedConfig
+    from app.policy.repo_config import ConfigError, RepoConfig
+    from tasks.blueprints.replies import help_text
+    from tasks.runner.repo_settings import LoadedConfig
 
     loaded = LoadedConfig(RepoConfig(), error=ConfigError("sandbox.timeout: not a number", 3))
     text = help_text(loaded, {})

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from app.models import JobState
-from tasks.sandbox.egress_tls import JobTls, make_job_tls
-from tests.e2e import REPO, World, make_world
-from tests.github_double.double import GitHubDouble
-from tests.sandbox.package_index import PackageIndex
+from app.store.models import JobState
+from tasks.sandbox.egress.tls import JobTls, make_job_tls
+from tests.doubles.github.double import GitHubDouble
+from tests.doubles.package_index import PackageIndex
+from tests.e2e.world import REPO, World, make_world
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

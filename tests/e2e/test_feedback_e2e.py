@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from app.models import JobState
-from tests.e2e import REPO, World, make_world
-from tests.github_double.double import GitHubDouble
-from tests.worker_proc import wait_until
+from app.store.models import JobState
+from tests.doubles.github.double import GitHubDouble
+from tests.doubles.worker_proc import wait_until
+from tests.e2e.world import REPO, World, make_world
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

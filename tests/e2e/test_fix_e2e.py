@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from app.models import Job, JobState
-from tests import e2e
-from tests.conftest import deliver
-from tests.e2e import REPO, World
-from tests.github_double.double import GitHubDouble
-from tests.github_double.handlers.actions import WorkflowRun, add_run
-from tests.payloads import check_suite_failed, issue_labeled, workflow_run_failed
-from tests.worker_proc import wait_until
+from app.store.models import Job, JobState
+from tests.doubles.github.double import GitHubDouble
+from tests.doubles.github.handlers.actions import WorkflowRun, add_run
+from tests.doubles.payloads import check_suite_failed, issue_labeled, workflow_run_failed
+from tests.doubles.webhooks import deliver
+from tests.doubles.worker_proc import wait_until
+from tests.e2e import world as e2e
+from tests.e2e.world import REPO, World
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 PYPROJECT = '[project]\nname = "widgets"\nversion = "0"\n\n[tool.ruff]\nline-length = 100\n'
@@ -195,7 +195,7 @@ def test_fix_issue_opens_a_pr_in_the_labellers_name(agent_world: World, tmp_path
 
 
 def test_agent_fix_comment_reads_the_failed_runs_of_the_head(world: World) -> None:
-    from tests.payloads import pr_comment
+    from tests.doubles.payloads import pr_comment
 
     world.authorize("carol")
     failing_run(world)
@@ -227,8 +227,8 @@ def test_red_default_branch_gets_a_fix_pr(world: World, tmp_path: Path) -> None:
 
 
 def test_metrics_count_jobs_steps_sandboxes_and_the_merge_rate(agent_world: World) -> None:
-    from tests.conftest import load_fixture
-    from tests.payloads import _installation_id, _repository
+    from tests.doubles.payloads import _installation_id, _repository
+    from tests.doubles.webhooks import load_fixture
 
     world = agent_world
     issue, job = label_issue(world, "carol")
@@ -282,7 +282,7 @@ def test_an_agent_that_edits_a_workflow_is_refused_and_nothing_is_pushed(
 
 
 def test_the_audit_log_accounts_for_every_write_of_a_job(agent_world: World) -> None:
-    from app import audit
+    from app.store import audit
 
     world = agent_world
     issue, job = label_issue(world, "carol")

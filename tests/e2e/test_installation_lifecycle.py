@@ -12,17 +12,19 @@ from typing import Any
 import pytest
 from sqlalchemy import select, update
 
-from app import create_app
-from app.db import Database
-from app.intake import IGNORED_SUSPENDED, IGNORED_UNINSTALLED
-from app.models import Delivery, Job, JobState
-from app.settings import Settings
-from tasks.context import JobContext
-from tests.conftest import deliver, load_fixture
-from tests.github_double.double import GitHubDouble
-from tests.github_double.fixtures import settings_for
-from tests.payloads import pr_comment
-from tests.worker_proc import wait_until
+from app.core.settings import Settings
+from app.intake.record import IGNORED_SUSPENDED, IGNORED_UNINSTALLED
+from app.store.db import Database
+from app.store.models import Delivery, Job, JobState
+from app.web import create_app
+from tasks.runner.context import JobContext
+from tasks.runner.run import JobRunner
+from tasks.worker import Worker
+from tests.doubles.github.double import GitHubDouble
+from tests.doubles.github.settings import settings_for
+from tests.doubles.payloads import pr_comment
+from tests.doubles.webhooks import deliver, load_fixture
+from tests.doubles.worker_proc import wait_until
 
 REPO = "octo/hello"
 OTHER = "elsewhere/app"
@@ -60,17 +62,17 @@ def comment(client: Any, double: GitHubDouble, number: int, repo: str = REPO) ->
 
 
 def jobs_by_id(db: Database) -> dict[int, Job]:
-    with db.sessions() as s:
+    with db.read() as s:
         return {j.id: j for j in s.scalars(select(Job))}
 
 
 def set_state(db: Database, job_id: int, state: str) -> None:
-    with db.session() as s:
+    with db.transaction() as s:
         s.execute(update(Job).where(Job.id == job_id).values(state=state))
 
 
 def outcome(db: Database, guid: str) -> str | None:
-    with db.sessions() as s:
+    with db.read() as s:
         return s.scalar(select(Delivery.outcome).where(Delivery.guid == guid))
 
 
@@ -119,11 +121,7 @@ def test_deleted_or_suspended_cancels_live_jobs_and_takes_no_new_ones(
 
 
 @pytest.mark.timeout(120)
-def test_a_running_jobs_sandbox_stops_when_the_app_is_uninstalled(
-    world: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from tasks import jobs
-
+def test_a_running_jobs_sandbox_stops_when_the_app_is_uninstalled(world: Any) -> None:
     _double, settings, db, client, inst_id = world
     stopped = threading.Event()
 
@@ -134,15 +132,14 @@ def test_a_running_jobs_sandbox_stops_when_the_app_is_uninstalled(
         ctx.check_cancelled()
         return {}
 
-    monkeypatch.setattr(jobs, "runners", lambda: {"rebase_pr": runner})
-    monkeypatch.setattr(jobs, "listeners", lambda ctx: [])
-    with db.session() as s:
+    jobs = JobRunner(settings, db, {"rebase_pr": runner})
+    with db.transaction() as s:
         job = Job(kind="rebase_pr", repo=REPO, installation_id=inst_id, number=1, requested_by="a")
         s.add(job)
         s.flush()
         job_id = job.id
     outcomes: list[str] = []
-    worker = threading.Thread(target=lambda: outcomes.append(jobs.run_job(settings, job_id)))
+    worker = threading.Thread(target=lambda: outcomes.append(jobs.run(job_id)))
     worker.start()
     try:
         wait_until(lambda: jobs_by_id(db)[job_id].state == JobState.RUNNING, 60, "the job")
@@ -158,12 +155,10 @@ def test_a_running_jobs_sandbox_stops_when_the_app_is_uninstalled(
 
 @pytest.mark.parametrize("how", ["uninstall", "suspend"])
 def test_a_job_whose_installation_is_gone_fails_saying_so(world: Any, how: str) -> None:
-    from tasks import jobs
-
     double, settings, db, client, inst_id = world
     (job_id,) = comment(client, double, 1).get_json()["jobs"]
     getattr(double, how)(inst_id)  # on GitHub, before its webhook reached onloop
-    assert jobs.run_job(settings, job_id) == JobState.FAILED
+    assert Worker(settings, db=db).jobs.run(job_id) == JobState.FAILED
     job = jobs_by_id(db)[job_id]
     assert job.state == JobState.FAILED and job.result["error"] == GONE
     assert job.result["github_status"] == (404 if how == "uninstall" else 403)

@@ -1,7 +1,7 @@
 """onloop never merges and never approves: no code path asks GitHub for either.
 
 At run time the GitHub double refuses and records both, and its fixture fails any test that
-tried (tests/github_double/fixtures.py); this reads the source for calls no test reaches."""
+tried (tests/doubles/github/fixtures.py); this reads the source for calls no test reaches."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SOURCES = sorted(p for d in ("app", "tasks") for p in (ROOT / d).rglob("*.py"))
 SESSIONS = {"s", "session", "db"}  # SQLAlchemy's Session.merge is not GitHub's
 

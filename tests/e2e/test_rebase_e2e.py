@@ -12,21 +12,21 @@ from typing import Any
 import pytest
 from sqlalchemy import select, update
 
-from app import create_app
-from app.crypto import TokenBox
-from app.db import Database
-from app.models import Job, JobState, UserAccount, utcnow
-from app.oauth import resume_jobs
-from app.settings import Settings
-from app.state import onloop
-from app.user_tokens import TokenPair, store
-from tests.conftest import deliver
-from tests.github_double.double import GitHubDouble
-from tests.github_double.fixtures import SECRET_KEY, settings_for
-from tests.oauth_flow import authorization_revoked, sign_in
-from tests.payloads import pr_comment
-from tests.redis_server import RedisServer
-from tests.worker_proc import WorkerProcess, wait_until
+from app.core.crypto import TokenBox
+from app.core.settings import Settings
+from app.github.user_tokens import TokenPair, store
+from app.store.db import Database
+from app.store.models import TERMINAL_STATES, Job, JobState, UserAccount, utcnow
+from app.web import create_app
+from app.web.oauth import resume_jobs
+from app.web.state import onloop
+from tests.doubles.github.double import GitHubDouble
+from tests.doubles.github.settings import SECRET_KEY, settings_for
+from tests.doubles.oauth_flow import authorization_revoked, sign_in
+from tests.doubles.payloads import pr_comment
+from tests.doubles.redis_server import RedisServer
+from tests.doubles.webhooks import deliver
+from tests.doubles.worker_proc import WorkerProcess, wait_until
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 REPO = "octo/widgets"
@@ -62,12 +62,12 @@ class World:
         return int(job_id)
 
     def job(self, job_id: int) -> Job:
-        with self.db.sessions() as s:
+        with self.db.read() as s:
             job = s.get(Job, job_id)
             assert job is not None
             return job
 
-    def wait(self, job_id: int, states: tuple[str, ...] = JobState.TERMINAL) -> Job:
+    def wait(self, job_id: int, states: tuple[str, ...] = TERMINAL_STATES) -> Job:
         wait_until(lambda: self.job(job_id).state in states, 120, f"job {job_id}")
         return self.job(job_id)
 
@@ -86,7 +86,7 @@ class World:
         return str(sign_in(self.client, self.double, login).get_data(as_text=True))
 
     def accounts(self) -> list[str]:
-        with self.db.sessions() as s:
+        with self.db.read() as s:
             return list(s.scalars(select(UserAccount.login)))
 
     def fork_pull(self, *, maintainer_can_modify: bool) -> int:
@@ -176,7 +176,7 @@ def test_read_only_commenter_is_refused(world: World) -> None:
 
 def test_unauthorized_person_is_asked_then_the_job_resumes(world: World) -> None:
     job_id = world.comment("/agent rebase", "carol")
-    job = world.wait(job_id, (JobState.WAITING_FOR_AUTHORIZATION, *JobState.TERMINAL))
+    job = world.wait(job_id, (JobState.WAITING_FOR_AUTHORIZATION, *TERMINAL_STATES))
     assert job.state == JobState.WAITING_FOR_AUTHORIZATION, (job.result, world.worker.output())
     (ask,) = [c for c in world.double.comments(REPO, 1) if c.user == world.double.app.bot_login]
     assert "@carol" in ask.body and "/oauth/login" in ask.body
@@ -195,7 +195,7 @@ def test_unauthorized_person_is_asked_then_the_job_resumes(world: World) -> None
 def test_waiting_job_expires_with_a_last_comment(world: World) -> None:
     job_id = world.comment("/agent rebase", "carol")
     world.wait(job_id, (JobState.WAITING_FOR_AUTHORIZATION,))
-    with world.db.session() as s:
+    with world.db.transaction() as s:
         s.execute(
             update(Job).where(Job.id == job_id).values(finished_at=utcnow() - timedelta(days=2))
         )
@@ -221,7 +221,7 @@ def test_unauthorized_person_signs_in_through_the_flow_and_the_job_resumes(world
 
 def test_an_expired_access_token_is_refreshed_and_the_job_goes_on(world: World) -> None:
     world.sign_in("alice")
-    with world.db.session() as s:  # eight hours later, for onloop and for GitHub
+    with world.db.transaction() as s:  # eight hours later, for onloop and for GitHub
         s.execute(update(UserAccount).values(access_expires_at=utcnow() - timedelta(minutes=1)))
     world.double.oauth.expire_user_tokens("alice")
     job = world.wait(world.comment("/agent rebase", "alice"))
@@ -249,7 +249,7 @@ def test_after_revocation_the_next_rebase_asks_again(world: World) -> None:
     )
     assert response.status_code == 202 and world.accounts() == []
     job_id = world.comment("/agent rebase", "alice")
-    job = world.wait(job_id, (JobState.WAITING_FOR_AUTHORIZATION, *JobState.TERMINAL))
+    job = world.wait(job_id, (JobState.WAITING_FOR_AUTHORIZATION, *TERMINAL_STATES))
     assert job.state == JobState.WAITING_FOR_AUTHORIZATION, (job.result, world.worker.output())
     (ask,) = world.asks()
     assert "@alice" in ask.body and "/oauth/login" in ask.body and not world.double.pushes
@@ -262,7 +262,7 @@ def test_a_revocation_found_on_push_forgets_the_token_and_asks_again(world: Worl
     world.sign_in("alice")
     world.double.oauth.revoke("alice")  # and its webhook never arrives
     job_id = world.comment("/agent rebase", "alice")
-    job = world.wait(job_id, (JobState.WAITING_FOR_AUTHORIZATION, *JobState.TERMINAL))
+    job = world.wait(job_id, (JobState.WAITING_FOR_AUTHORIZATION, *TERMINAL_STATES))
     assert job.state == JobState.WAITING_FOR_AUTHORIZATION, (job.result, world.worker.output())
     assert [s["name"] for s in job.steps][-1] == "push" and world.accounts() == []
     (ask,) = world.asks()

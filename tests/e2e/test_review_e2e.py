@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from app.models import JobState
+from app.store.models import JobState
 from tasks.review.diff import apply_suggestions, suggestions_in
-from tests.e2e import REPO, World, make_world
-from tests.github_double.double import GitHubDouble
-from tests.github_double.handlers.review_threads import pull_diff, split
-from tests.github_double.model import Review
+from tests.doubles.github.double import GitHubDouble
+from tests.doubles.github.handlers.review_threads import pull_diff, split
+from tests.doubles.github.model import Review
+from tests.e2e.world import REPO, World, make_world
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -72,7 +72,7 @@ def reviews(world: World, number: int) -> list[Review]:
 
 def changed_lines(world: World, number: int) -> dict[str, set[int]]:
     """Added lines per file of the PR's diff, read by the double itself."""
-    from tests.github_double.api import Ctx
+    from tests.doubles.github.api import Ctx
 
     repo = world.double.repo(REPO)
     ctx = Ctx(world.double, "GET", "/", {}, {}, b"", world.double.url)

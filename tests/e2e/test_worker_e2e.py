@@ -9,16 +9,16 @@ from typing import Any
 
 import pytest
 
-from app import create_app
-from app.db import Database
-from app.models import Job, JobState
-from app.settings import Settings
-from tests.conftest import deliver
-from tests.github_double.double import GitHubDouble
-from tests.github_double.fixtures import settings_for
-from tests.payloads import pr_comment
-from tests.redis_server import RedisServer
-from tests.worker_proc import WorkerProcess, wait_until
+from app.core.settings import Settings
+from app.store.db import Database
+from app.store.models import TERMINAL_STATES, Job, JobState
+from app.web import create_app
+from tests.doubles.github.double import GitHubDouble
+from tests.doubles.github.settings import settings_for
+from tests.doubles.payloads import pr_comment
+from tests.doubles.redis_server import RedisServer
+from tests.doubles.webhooks import deliver
+from tests.doubles.worker_proc import WorkerProcess, wait_until
 
 REPO = "octo/hello"
 
@@ -43,7 +43,7 @@ def world(
 
 
 def job_state(db: Database, job_id: int) -> str | None:
-    with db.sessions() as s:
+    with db.read() as s:
         job = s.get(Job, job_id)
         return job.state if job else None
 
@@ -59,7 +59,7 @@ def test_help_reply_lands_once(world: Any, tmp_path: Path) -> None:
         response = deliver(client, "issue_comment", pr_comment(double, REPO, 1, "/agent dance"))
         assert response.status_code == 202
         (job_id,) = response.get_json()["jobs"]
-        wait_until(lambda: job_state(db, job_id) in JobState.TERMINAL, 60, "the help job")
+        wait_until(lambda: job_state(db, job_id) in TERMINAL_STATES, 60, "the help job")
     finally:
         worker.stop()
     assert job_state(db, job_id) == JobState.SUCCEEDED, worker.output()
@@ -86,11 +86,11 @@ def test_worker_killed_mid_job_runs_it_again_once(world: Any, tmp_path: Path) ->
         worker.kill()
         assert job_state(db, job_id) == JobState.RUNNING and not bot_comments(double, 1)
         worker = WorkerProcess(settings, tmp_path / "worker2.log").start()
-        wait_until(lambda: job_state(db, job_id) in JobState.TERMINAL, 90, "the rerun")
+        wait_until(lambda: job_state(db, job_id) in TERMINAL_STATES, 90, "the rerun")
     finally:
         worker.stop()
     assert job_state(db, job_id) == JobState.SUCCEEDED, worker.output()
-    with db.sessions() as s:
+    with db.read() as s:
         job = s.get(Job, job_id)
         assert job is not None and job.attempts == 2
     assert len(bot_comments(double, 1)) == 1

@@ -10,22 +10,22 @@ from typing import Any
 import docker
 import docker.errors
 
-from app import create_app
-from app.crypto import TokenBox
-from app.db import Database
-from app.models import Job, JobState
-from app.settings import Settings
-from app.user_tokens import TokenPair, store
+from app.core.crypto import TokenBox
+from app.core.settings import Settings
+from app.github.user_tokens import TokenPair, store
+from app.store.db import Database
+from app.store.models import TERMINAL_STATES, Job
+from app.web import create_app
 from tasks.sandbox.docker_backend import JOB_LABEL
 from tasks.sandbox.snapshots import KEY_LABEL, SNAPSHOT_LABEL
-from tests.conftest import deliver
-from tests.github_double.double import GitHubDouble
-from tests.github_double.fixtures import SECRET_KEY, settings_for
-from tests.github_double.handlers.checks import CheckRun
-from tests.github_double.model import Call, Comment
-from tests.payloads import pr_comment
-from tests.redis_server import RedisServer
-from tests.worker_proc import WorkerProcess, wait_until
+from tests.doubles.github.double import GitHubDouble
+from tests.doubles.github.handlers.checks import CheckRun
+from tests.doubles.github.model import Call, Comment
+from tests.doubles.github.settings import SECRET_KEY, settings_for
+from tests.doubles.payloads import pr_comment
+from tests.doubles.redis_server import RedisServer
+from tests.doubles.webhooks import deliver
+from tests.doubles.worker_proc import WorkerProcess, wait_until
 
 REPO = "octo/widgets"
 
@@ -69,12 +69,12 @@ class World:
 
     # --- observing -----------------------------------------------------------------------
     def job(self, job_id: int) -> Job:
-        with self.db.sessions() as s:
+        with self.db.read() as s:
             job = s.get(Job, job_id)
             assert job is not None
             return job
 
-    def wait(self, job_id: int, states: tuple[str, ...] = JobState.TERMINAL) -> Job:
+    def wait(self, job_id: int, states: tuple[str, ...] = TERMINAL_STATES) -> Job:
         wait_until(lambda: self.job(job_id).state in states, 180, f"job {job_id} in {states}")
         return self.job(job_id)
 

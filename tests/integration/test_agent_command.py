@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from app.settings import Settings
+from app.core.settings import Settings
 from tasks.agent import AgentConfigError, AgentTask, Budget, get_agent
 from tasks.agent.command_agent import CommandAgent
 from tasks.agent.openai_agent import OpenAIAgent
 from tasks.sandbox.base import Sandbox
-from tests.sandbox import conftest as sandbox_fixtures
-from tests.sandbox.conftest import StartFn
+from tests.integration.sandbox import conftest as sandbox_fixtures
+from tests.integration.sandbox.conftest import StartFn
 
-# The sandbox fixtures (tests/sandbox/conftest.py), so these tests run on both backends.
+# The sandbox fixtures (tests/integration/sandbox/conftest.py), so these tests run on both backends.
 backend_name = sandbox_fixtures.backend_name
 backend = sandbox_fixtures.backend
 docker_client = sandbox_fixtures.docker_client
@@ -119,7 +119,7 @@ def test_get_agent_follows_the_settings(tmp_path: Path) -> None:
 def test_doctor_names_what_the_agent_lacks(
     settings: dict[str, object], line: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from app.doctor import run_doctor
+    from app.cli.doctor import run_doctor
 
     run_doctor(
         Settings(

@@ -17,11 +17,11 @@ from tasks.agent import AgentResult, AgentTask, Budget, Finding
 from tasks.agent.openai_agent import OpenAIAgent
 from tasks.agent.tools import READ_TOOLS, WRITE_TOOLS, ToolBox
 from tasks.sandbox.base import Sandbox
-from tests.chat_double import Call, ChatDouble, Reply, Status
-from tests.sandbox import conftest as sandbox_fixtures
-from tests.sandbox.conftest import StartFn
+from tests.doubles.chat import Call, ChatDouble, Reply, Status
+from tests.integration.sandbox import conftest as sandbox_fixtures
+from tests.integration.sandbox.conftest import StartFn
 
-# The sandbox fixtures (tests/sandbox/conftest.py), so these tests run on both backends.
+# The sandbox fixtures (tests/integration/sandbox/conftest.py), so these tests run on both backends.
 backend_name = sandbox_fixtures.backend_name
 backend = sandbox_fixtures.backend
 docker_client = sandbox_fixtures.docker_client

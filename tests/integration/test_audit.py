@@ -8,13 +8,15 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from app import audit, governance
-from app import github as gh
-from app.db import Database
-from app.settings import Settings
-from tasks.git_auth import git
-from tests.github_double import GitHubDouble
-from tests.github_double.fixtures import settings_for
+from app.core.settings import Settings
+from app.github import audit as github_audit
+from app.github import clients as gh
+from app.policy import governance
+from app.store import audit
+from app.store.db import Database
+from tasks.git.process import git
+from tests.doubles.github import GitHubDouble
+from tests.doubles.github.settings import settings_for
 
 REPO = "octo/hello"
 
@@ -125,7 +127,7 @@ def test_every_github_write_of_a_job_is_in_the_audit_log(
     double.create_repo(REPO, files={"README.md": "hi\n"})
     double.set_permission(REPO, "alice", "write")
     settings = settings_for(double, tmp_path, database_url=database_url)
-    with audit.audit_writes(db, repo=REPO, job_id=42):
+    with github_audit.audit_writes(db, repo=REPO, job_id=42):
         secrets = _job_like_sequence(settings, db, double, tmp_path)
     gh.installation_client(settings, gh.installation_token(settings, _installation(double)))
 

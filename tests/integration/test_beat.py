@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.redis_server import RedisServer
+from tests.doubles.redis_server import RedisServer
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

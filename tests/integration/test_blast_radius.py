@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from app.repo_config import RepoConfig, parse_repo_config
-from tasks.blast_radius import (
+from app.policy.repo_config import RepoConfig, parse_repo_config
+from tasks.git.blast_radius import (
     BINARY,
     MAX_CHANGED_LINES,
     MAX_FILE_BYTES,

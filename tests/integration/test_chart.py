@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.helm import CHART, find, helm, kinds, render
+from tests.doubles.helm import CHART, find, helm, kinds, render
 
 CI_VALUES = sorted((CHART / "ci").glob("*.yaml"))
 DEFAULT = str(CHART / "ci" / "default-values.yaml")

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.conftest import FIXTURES, SECRET
-from tests.redis_server import free_port
+from tests.doubles.redis_server import free_port
+from tests.doubles.webhooks import FIXTURES, SECRET
 
 SECRETS = {
     "ONLOOP_WEBHOOK_SECRET": "hush-webhook-secret-value",
@@ -34,7 +34,7 @@ def onloop(
     return subprocess.run(
         [sys.executable, "-m", "app.cli", *args],
         cwd=cwd,
-        env=env | {"PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+        env=env | {"PYTHONPATH": str(Path(__file__).resolve().parents[2])},
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -100,7 +100,7 @@ def test_unknown_log_level_is_a_settings_error(tmp_path: Path) -> None:
 def test_gunicorn_settings_come_from_env_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from app.server import CONFIG_FILE
+    from app.cli.server import CONFIG_FILE
 
     for name in [n for n in os.environ if n.startswith("ONLOOP_")]:
         monkeypatch.delenv(name)
@@ -166,7 +166,7 @@ def web_server(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "web", "--bind", f"127.0.0.1:{port}"],
         cwd=tmp_path,
-        env=env | {"PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+        env=env | {"PYTHONPATH": str(Path(__file__).resolve().parents[2])},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -253,7 +253,7 @@ def test_onloop_dev_runs_with_embedded_defaults(tmp_path: Path) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "dev", "--bind", f"127.0.0.1:{port}"],
         cwd=tmp_path,
-        env=clean_env(PYTHONPATH=str(Path(__file__).resolve().parent.parent)),
+        env=clean_env(PYTHONPATH=str(Path(__file__).resolve().parents[2])),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

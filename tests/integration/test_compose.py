@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 import yaml
 
-from app import create_app
-from app.settings import Settings
+from app.core.settings import Settings
+from app.web import create_app
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 COMPOSE: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 SERVICES: dict[str, Any] = COMPOSE["services"]
 ONLOOP = ("migrate", "web", "worker", "beat", "sandbox-image")
@@ -180,8 +180,8 @@ def test_image_runs_onloop_as_a_non_root_user() -> None:
 @pytest.mark.parametrize(
     ("path", "included"),
     [
-        ("app/cli.py", True),
-        ("tasks/jobs.py", True),
+        ("app/cli/main.py", True),
+        ("tasks/runner/run.py", True),
         ("config/gunicorn.conf.py", True),
         ("pyproject.toml", True),
         ("README.md", True),
@@ -189,7 +189,7 @@ def test_image_runs_onloop_as_a_non_root_user() -> None:
         ("github-app.private-key.pem", False),
         (".git/config", False),
         ("var/onloop.db", False),
-        ("tests/test_cli.py", False),
+        ("tests/integration/test_cli.py", False),
         ("app/__pycache__/cli.cpython-312.pyc", False),
     ],
 )

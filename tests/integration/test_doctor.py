@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from app.doctor import run_doctor
-from app.settings import Settings
-from tests.github_double.double import GitHubDouble
-from tests.github_double.fixtures import settings_for
-from tests.redis_server import free_port
+from app.cli.doctor import run_doctor
+from app.core.settings import Settings
+from tests.doubles.github.double import GitHubDouble
+from tests.doubles.github.settings import settings_for
+from tests.doubles.redis_server import free_port
 
 
 @pytest.fixture
@@ -95,7 +95,7 @@ def test_unmigrated_database(
 def test_private_index_settings_are_checked_without_showing_them(
     healthy: Settings, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    from tasks.sandbox.egress_tls import make_job_tls
+    from tasks.sandbox.egress.tls import make_job_tls
 
     creds, ca = tmp_path / "creds.yml", tmp_path / "ca.pem"
     creds.write_text("https://pkgs.example.com: {username: u, password: hunter2-secret}\n")

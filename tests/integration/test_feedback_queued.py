@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.db import Database
-from app.models import Job
-from tasks import feedback
-from tests.github_double.double import GitHubDouble
-from tests.github_double.fixtures import settings_for
+from app.store.db import Database
+from app.store.models import Job
+from tasks.feedback import listeners as feedback
+from tests.doubles.github.double import GitHubDouble
+from tests.doubles.github.settings import settings_for
 
 REPO = "octo/widgets"
 

@@ -1,4 +1,4 @@
-"""app/github.py against the GitHub double: JWTs, tokens, clients, hook deliveries."""
+"""app/github/clients.py against the GitHub double: JWTs, tokens, clients, hook deliveries."""
 
 from __future__ import annotations
 
@@ -14,18 +14,14 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from github import BadCredentialsException, GithubException, UnknownObjectException
 from github.ContentFile import ContentFile
 
-from app import github as gh
-from app.settings import Settings
-from tests.github_double import GitHubDouble
-from tests.github_double.fixtures import (  # noqa: F401
-    github_double,
-    github_double_server,
-    settings_for,
-)
+from app.core.settings import Settings
+from app.github import clients as gh
+from tests.doubles.github import GitHubDouble
+from tests.doubles.github.settings import settings_for
 
 
 @pytest.fixture
-def double(github_double: GitHubDouble) -> GitHubDouble:  # noqa: F811
+def double(github_double: GitHubDouble) -> GitHubDouble:
     github_double.create_repo("octo/hello", files={"README.md": "hi\n"})
     github_double.create_repo("octo/other", files={"README.md": "other\n"})
     return github_double

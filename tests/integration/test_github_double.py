@@ -14,15 +14,14 @@ from github import Auth, Github, GithubException, UnknownObjectException
 from github.ContentFile import ContentFile
 from github.Repository import Repository
 
-from tests.github_double import GitHubDouble
-from tests.github_double.fixtures import github_double, github_double_server  # noqa: F401
-from tests.github_double.model import RefUpdate
+from tests.doubles.github import GitHubDouble
+from tests.doubles.github.model import RefUpdate
 
 REPO = "octo/hello"
 
 
 @pytest.fixture
-def double(github_double: GitHubDouble) -> GitHubDouble:  # noqa: F811
+def double(github_double: GitHubDouble) -> GitHubDouble:
     github_double.create_repo(REPO, files={"README.md": "hi\n", "src/app.py": "x = 1\n"})
     return github_double
 

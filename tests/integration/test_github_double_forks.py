@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.github_double import GitHubDouble
+from tests.doubles.github import GitHubDouble
 
 REPO, FORK = "octo/hello", "dave/hello"
 

@@ -8,21 +8,20 @@ from datetime import UTC, datetime
 import pytest
 from github import GithubException
 
-from tests.github_double import GitHubDouble
-from tests.github_double.fixtures import github_double, github_double_server  # noqa: F401
-from tests.github_double.handlers.review_threads import (
+from tests.doubles.github import GitHubDouble
+from tests.doubles.github.handlers.review_threads import (
     NOT_IN_DIFF,
     START_NOT_BEFORE,
     START_OTHER_HUNK,
 )
-from tests.test_github_double import REPO, as_installation, as_user
+from tests.integration.test_github_double import REPO, as_installation, as_user
 
 BASE = "".join(f"line {n}\n" for n in range(1, 31))
 HEAD = BASE.replace("line 2\n", "line two\n").replace("line 25\n", "line 25\nline 25.5\n")
 
 
 @pytest.fixture
-def double(github_double: GitHubDouble) -> GitHubDouble:  # noqa: F811
+def double(github_double: GitHubDouble) -> GitHubDouble:
     github_double.create_repo(REPO, files={"notes.txt": BASE})
     github_double.create_branch(REPO, "edit")
     github_double.commit(REPO, "edit", {"notes.txt": HEAD}, message="Edit")

@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 from github import RateLimitExceededException
 
-from app import github as gh
-from app.github_http import ETagCache, WriteSerializer, conditional_contents, conditional_get
-from app.settings import Settings
-from tests.github_double import GitHubDouble
-from tests.github_double.fixtures import settings_for
-from tests.redis_server import RedisServer
+from app.core.settings import Settings
+from app.github import clients as gh
+from app.github.transport import ETagCache, WriteSerializer, conditional_contents, conditional_get
+from tests.doubles.github import GitHubDouble
+from tests.doubles.github.settings import settings_for
+from tests.doubles.redis_server import RedisServer
 
 Answer = tuple[int, dict[str, str], Any]
 

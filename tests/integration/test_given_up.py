@@ -13,16 +13,16 @@ from celery import Celery
 from sqlalchemy import select, update
 from structlog.testing import capture_logs
 
-from app.db import Database
-from app.models import Job, JobState, utcnow
-from app.settings import Settings
-from tasks import feedback
-from tasks.context import JobContext
-from tasks.dispatch import Dispatcher, settle_given_up
-from tasks.lease import GIVEN_UP, claim, requeue_abandoned
-from tests.github_double.double import GitHubDouble
-from tests.github_double.fixtures import settings_for
-from tests.redis_server import RedisServer
+from app.core.settings import Settings
+from app.store.db import Database
+from app.store.models import Job, JobState, utcnow
+from tasks.feedback import listeners as feedback
+from tasks.queue.dispatch import Dispatcher, settle_given_up
+from tasks.runner.context import JobContext
+from tasks.runner.lease import GIVEN_UP, claim, requeue_abandoned
+from tests.doubles.github.double import GitHubDouble
+from tests.doubles.github.settings import settings_for
+from tests.doubles.redis_server import RedisServer
 
 REPO = "octo/widgets"
 MARK = "<!-- onloop:job-{}-status -->"
@@ -46,7 +46,7 @@ def pull_request_job(double: GitHubDouble, db: Database) -> tuple[Job, int, str]
     asked = double.add_comment(REPO, number, "/agent review", "alice")
     installation = double.installation_for(double.repo(REPO))
     assert installation is not None
-    with db.session() as s:
+    with db.transaction() as s:
         job = Job(
             kind="review_pr",
             repo=REPO,
@@ -72,7 +72,7 @@ def worker_dies_in_the_sandbox(settings: Settings, db: Database, job_id: int, at
         {"name": "authorization", "state": "succeeded"},
         {"name": "sandbox", "state": "running"},
     ]
-    with db.session() as s:
+    with db.transaction() as s:
         s.execute(update(Job).where(Job.id == job_id).values(steps=steps))
         job = s.get(Job, job_id)
         assert job is not None
@@ -80,7 +80,7 @@ def worker_dies_in_the_sandbox(settings: Settings, db: Database, job_id: int, at
     ctx = JobContext(settings, db, job, steps=steps, plan=["policy", "authorization", "sandbox"])
     for listener in feedback.listeners_for(ctx):
         listener.steps_changed(ctx)  # then the OOM killer: no `finished`
-    with db.session() as s:  # its lease runs out
+    with db.transaction() as s:  # its lease runs out
         s.execute(
             update(Job)
             .where(Job.id == job_id)
@@ -116,7 +116,7 @@ def test_a_given_up_job_says_so_in_its_status_comment_and_check_run(
     with capture_logs() as logged:
         dispatcher.step()  # the dispatcher gives up on the job and tells GitHub
 
-    with db.sessions() as s:
+    with db.read() as s:
         done = s.get(Job, job.id)
         assert done is not None
         assert (done.state, done.live_key, done.lease_owner) == (JobState.FAILED, None, None)
@@ -151,7 +151,7 @@ def test_feedback_that_github_refused_is_settled_by_a_later_sweep(
     for attempt in (1, 2, 3):
         worker_dies_in_the_sandbox(settings, db, job.id, attempt)
         requeue_abandoned(db)
-    with db.sessions() as s:
+    with db.read() as s:
         assert s.scalar(select(Job.lease_owner).where(Job.id == job.id)) == GIVEN_UP
 
     double.fail_next(status=422, method="PATCH", path_prefix=f"/repos/{REPO}/check-runs/")
@@ -160,7 +160,7 @@ def test_feedback_that_github_refused_is_settled_by_a_later_sweep(
     (run,) = double.checks.for_commit(REPO, head)
     assert run.status == "in_progress"
 
-    with db.session() as s:  # the first one's claim runs out
+    with db.transaction() as s:  # the first one's claim runs out
         s.execute(
             update(Job)
             .where(Job.id == job.id)

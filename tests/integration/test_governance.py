@@ -11,16 +11,17 @@ from pathlib import Path
 import pytest
 from github import GithubException
 
-from app import audit, governance
-from app import github as gh
-from app.commands import Kind
-from app.db import Database
-from app.governance import Request, verdict
-from app.models import Pause
-from app.repo_config import RepoConfig, parse_repo_config
-from tasks.git_auth import GitError, git
-from tests.github_double import GitHubDouble
-from tests.github_double.fixtures import settings_for
+from app.core.kinds import Kind
+from app.github import clients as gh
+from app.policy import governance
+from app.policy.governance import Request, verdict
+from app.policy.repo_config import RepoConfig, parse_repo_config
+from app.store import audit
+from app.store.db import Database
+from app.store.models import Pause
+from tasks.git.process import GitError, git
+from tests.doubles.github import GitHubDouble
+from tests.doubles.github.settings import settings_for
 
 REPO = "octo/hello"
 
@@ -163,7 +164,7 @@ def onloop(args: list[str], tmp_path: Path, database_url: str) -> subprocess.Com
     env = {k: v for k, v in os.environ.items() if not k.startswith("ONLOOP_")}
     env |= {
         "ONLOOP_DATABASE_URL": database_url,
-        "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
     }
     return subprocess.run(
         [sys.executable, "-m", "app.cli", *args],
@@ -199,7 +200,7 @@ def test_pause_resume_and_audit_commands(db: Database, database_url: str, tmp_pa
     assert "job 5" in line and "step" in line and '"name":"push"' in line
 
 
-@pytest.mark.parametrize("kind", Kind.ALL)
+@pytest.mark.parametrize("kind", list(Kind))
 def test_installation_tokens_are_narrowed_to_the_repo_and_the_kind(
     github_double: GitHubDouble, tmp_path: Path, kind: str
 ) -> None:

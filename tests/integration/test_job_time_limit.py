@@ -8,16 +8,17 @@ import threading
 import pytest
 from sqlalchemy import select
 
-from app.db import Database
-from app.models import Job, JobState
-from app.settings import Settings
-from tasks.context import JobContext
+from app.core.settings import Settings
+from app.store.db import Database
+from app.store.models import Job, JobState
+from tasks.runner.context import JobContext
+from tasks.runner.run import JobRunner
 
 REPO = "octo/slow"
 
 
 def _queued(db: Database) -> int:
-    with db.session() as s:
+    with db.transaction() as s:
         job = Job(kind="rebase_pr", repo=REPO, installation_id=7, requested_by="a")
         s.add(job)
         s.flush()
@@ -26,10 +27,8 @@ def _queued(db: Database) -> int:
 
 @pytest.mark.timeout(120)
 def test_a_job_past_its_time_limit_is_stopped_and_fails_saying_so(
-    settings: Settings, db: Database, monkeypatch: pytest.MonkeyPatch
+    settings: Settings, db: Database
 ) -> None:
-    from tasks import jobs
-
     short = settings.model_copy(update={"job_time_limit": 1})  # below the setting's minimum
     stopped = threading.Event()
 
@@ -41,26 +40,19 @@ def test_a_job_past_its_time_limit_is_stopped_and_fails_saying_so(
         ctx.check_cancelled()
         return {}
 
-    monkeypatch.setattr(jobs, "runners", lambda: {"rebase_pr": runner})
-    monkeypatch.setattr(jobs, "listeners", lambda ctx: [])
     job_id = _queued(db)
-    assert jobs.run_job(short, job_id) == JobState.FAILED
+    assert JobRunner(short, db, {"rebase_pr": runner}).run(job_id) == JobState.FAILED
     assert stopped.is_set()
-    with db.sessions() as s:
+    with db.read() as s:
         job = s.scalar(select(Job).where(Job.id == job_id))
         assert job is not None and job.state == JobState.FAILED
         assert "ran past onloop's time limit (1 s)" in job.result["error"]
 
 
-def test_a_job_within_its_time_limit_is_not_touched(
-    settings: Settings, db: Database, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from tasks import jobs
-
-    monkeypatch.setattr(jobs, "runners", lambda: {"rebase_pr": lambda ctx: {"ok": True}})
-    monkeypatch.setattr(jobs, "listeners", lambda ctx: [])
+def test_a_job_within_its_time_limit_is_not_touched(settings: Settings, db: Database) -> None:
     job_id = _queued(db)
-    assert jobs.run_job(settings, job_id) == JobState.SUCCEEDED
-    with db.sessions() as s:
+    runner = JobRunner(settings, db, {"rebase_pr": lambda ctx: {"ok": True}})
+    assert runner.run(job_id) == JobState.SUCCEEDED
+    with db.read() as s:
         job = s.get(Job, job_id)
         assert job is not None and job.result == {"ok": True}

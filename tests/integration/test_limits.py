@@ -14,12 +14,13 @@ import pytest
 import redis
 from sqlalchemy import select
 
-from app.db import Database
-from app.models import Job, JobState
-from app.settings import Settings
-from tasks.lease import claim, finish
-from tasks.limits import JobSlots, Limiter, StartBucket, new_member, queue_position
-from tests.redis_server import RedisServer
+from app.core.settings import Settings
+from app.store.db import Database
+from app.store.models import Job, JobState
+from tasks.runner.lease import claim, finish
+from tasks.runner.limits import JobSlots, Limiter, StartBucket, new_member, queue_position
+from tasks.runner.run import JobRunner
+from tests.doubles.redis_server import RedisServer
 
 REPO = "octo/hello"
 
@@ -145,7 +146,7 @@ def test_over_the_rate_a_job_is_told_to_wait_and_keeps_no_slot(client: redis.Red
 
 
 def _queued_jobs(db: Database, repos: list[str], installation_id: int = 1) -> list[int]:
-    with db.session() as s:
+    with db.transaction() as s:
         jobs = [
             Job(kind="rebase_pr", repo=repo, installation_id=installation_id, requested_by="a")
             for repo in repos
@@ -203,7 +204,7 @@ def test_fifty_triggers_on_one_repository(client: redis.Redis, db: Database) -> 
     peak, _, waits = _storm(db, lim, dict.fromkeys(ids, REPO))
     assert peak[REPO] <= 3
     assert waits["repo"] > 0 and waits["rate"] > 0  # both limits held jobs back
-    with db.sessions() as s:
+    with db.read() as s:
         rows = list(s.execute(select(Job.state, Job.attempts).where(Job.id.in_(ids))))
     assert len(rows) == 50
     assert all(state == JobState.SUCCEEDED and attempts == 1 for state, attempts in rows)
@@ -218,7 +219,7 @@ def test_the_installation_cap_holds_across_repositories(client: redis.Redis, db:
     peak, total_peak, waits = _storm(db, lim, dict(zip(ids, repos, strict=True)))
     assert total_peak <= 4 and max(peak.values()) <= 3
     assert waits["installation"] > 0
-    with db.sessions() as s:
+    with db.read() as s:
         states = list(s.scalars(select(Job.state).where(Job.id.in_(ids))))
     assert states == [JobState.SUCCEEDED] * 40
 
@@ -226,7 +227,7 @@ def test_the_installation_cap_holds_across_repositories(client: redis.Redis, db:
 def test_queue_position(db: Database) -> None:
     first, second, third = _queued_jobs(db, [REPO, "octo/other", REPO])
     (elsewhere,) = _queued_jobs(db, [REPO], installation_id=2)
-    with db.sessions() as s:
+    with db.read() as s:
         jobs = {j.id: j for j in s.scalars(select(Job))}
     assert [queue_position(db, jobs[i]) for i in (first, second, third)] == [1, 2, 3]
     assert queue_position(db, jobs[elsewhere]) == 1
@@ -247,13 +248,10 @@ def test_slots_on_the_shared_redis(settings: Settings) -> None:
 def test_run_job_adopts_a_dead_attempts_slot(
     settings: Settings, db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tasks import jobs
 
     assert settings.redis_url
     conn = redis.Redis.from_url(settings.redis_url)
     lim = limiter(conn, max_jobs_per_repo=1)
-    monkeypatch.setitem(jobs._limiters, settings.redis_url, lim)
-    monkeypatch.setattr(jobs, "listeners", lambda ctx: [])
     (job_id,) = _queued_jobs(db, [REPO])
     dead = lim.admit(job_id, REPO, 1)  # a worker took the slot and died; the job was requeued
     seen: list[tuple[int, int]] = []
@@ -263,8 +261,8 @@ def test_run_job_adopts_a_dead_attempts_slot(
         assert not lim.slots.renew(dead.member, REPO, 1)  # adopted once claimed
         return {}
 
-    monkeypatch.setattr(jobs, "runners", lambda: {"rebase_pr": runner})
-    assert jobs.run_job(settings, job_id) == JobState.SUCCEEDED
+    jobs = JobRunner(settings, db, {"rebase_pr": runner}, limiter=lim)
+    assert jobs.run(job_id) == JobState.SUCCEEDED
     assert seen == [(1, 1)]
     assert lim.slots.running(REPO, 1) == (0, 0)  # nothing of the job lingers after it
     conn.close()
@@ -275,8 +273,7 @@ def test_a_duplicate_held_back_after_another_attempt_took_the_job_stays_quiet(
 ) -> None:
     """A duplicate message finds the job queued, then the caps full: if another attempt
     claimed the job meanwhile, it neither requeues nor says the running job is queued."""
-    from app.models import AuditEntry, Outbox
-    from tasks import jobs
+    from app.store.models import AuditEntry, Outbox
 
     assert settings.redis_url
     conn = redis.Redis.from_url(settings.redis_url)
@@ -289,16 +286,16 @@ def test_a_duplicate_held_back_after_another_attempt_took_the_job_stays_quiet(
 
     base = limiter(conn, max_jobs_per_repo=1)
     lim = TakenMeanwhile(base.slots, base.bucket)
-    monkeypatch.setitem(jobs._limiters, settings.redis_url, lim)
+    jobs = JobRunner(settings, db, {}, limiter=lim)
     held = base.admit(other, REPO, 1)  # the repository's one slot is taken
     requeued: list[float] = []
     try:
-        assert jobs.run_job(settings, job_id, requeued.append) == "skipped (no longer queued)"
+        assert jobs.run(job_id, requeued.append) == "skipped (no longer queued)"
     finally:
         base.release(held.member, REPO, 1)
         conn.close()
     assert requeued == []
-    with db.sessions() as s:
+    with db.read() as s:
         job = s.get(Job, job_id)
         assert job is not None and job.state == JobState.RUNNING and not job.result
         assert s.scalars(select(Outbox).where(Outbox.job_id == job_id)).all() == []

@@ -5,9 +5,9 @@ from __future__ import annotations
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
-from app import migrate
-from app.db import Database
-from app.models import Base
+from app.store import migrate
+from app.store.db import Database
+from app.store.models import Base
 
 
 def test_migrated_schema_matches_the_models(db: Database) -> None:

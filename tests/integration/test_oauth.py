@@ -14,17 +14,23 @@ import pytest
 import requests
 from sqlalchemy import select, text, update
 
-from app import create_app
-from app.crypto import StateSigner, TokenBox
-from app.db import Database
-from app.models import Job, JobState, Outbox, UserAccount, utcnow
-from app.settings import Settings
-from app.user_tokens import NotAuthorized, OAuthError, access_token, exchange_code, refresh_pair
-from tasks.people import resume_if_authorized
-from tests.conftest import deliver
-from tests.github_double.double import GitHubDouble
-from tests.github_double.fixtures import SECRET_KEY, settings_for
-from tests.oauth_flow import authorization_revoked, follow, query, sign_in
+from app.core.crypto import StateSigner, TokenBox
+from app.core.settings import Settings
+from app.github.user_tokens import (
+    NotAuthorized,
+    OAuthError,
+    access_token,
+    exchange_code,
+    refresh_pair,
+)
+from app.store.db import Database
+from app.store.models import Job, JobState, Outbox, UserAccount, utcnow
+from app.web import create_app
+from tasks.runner.people import resume_if_authorized
+from tests.doubles.github.double import GitHubDouble
+from tests.doubles.github.settings import SECRET_KEY, settings_for
+from tests.doubles.oauth_flow import authorization_revoked, follow, query, sign_in
+from tests.doubles.webhooks import deliver
 
 CALLBACK = "http://localhost:8000/oauth/callback"
 
@@ -35,7 +41,7 @@ class Web:
         self.client = create_app(settings, db=db).test_client()
 
     def accounts(self) -> list[UserAccount]:
-        with self.db.sessions() as s:
+        with self.db.read() as s:
             return list(s.scalars(select(UserAccount)))
 
     def stored(self, login: str) -> tuple[str, str]:
@@ -49,7 +55,7 @@ class Web:
 
     def time_passes(self, login: str) -> None:
         """Eight hours later: the access token has expired, here and at GitHub."""
-        with self.db.session() as s:
+        with self.db.transaction() as s:
             s.execute(
                 update(UserAccount)
                 .where(UserAccount.login == login)
@@ -221,7 +227,7 @@ def test_a_token_github_refused_is_refreshed_unless_already_replaced(web: Web) -
 def test_a_refused_refresh_forgets_the_tokens(web: Web) -> None:
     sign_in(web.client, web.double, "alice")
     web.double.oauth.revoke("alice")  # and the webhook got lost
-    with web.db.session() as s:  # hours later, the access token is due for a refresh
+    with web.db.transaction() as s:  # hours later, the access token is due for a refresh
         s.execute(update(UserAccount).values(access_expires_at=utcnow()))
     with pytest.raises(NotAuthorized, match="bad_refresh_token"):
         access_token(web.db, web.settings, web.double.user("alice").id)
@@ -239,7 +245,7 @@ def test_the_revoked_webhook_deletes_the_tokens(web: Web) -> None:
 
 
 def _waiting(db: Database, login: str, user_id: int | None) -> int:
-    with db.session() as s:
+    with db.transaction() as s:
         job = Job(
             kind="rebase_pr",
             repo="octo/widgets",
@@ -262,7 +268,7 @@ def test_the_callback_resumes_only_that_persons_waiting_jobs(web: Web) -> None:
     other = _waiting(web.db, "dave", web.double.user("dave").id)
     page = sign_in(web.client, web.double, "carol")
     assert "2 waiting job(s) resumed" in page.get_data(as_text=True)
-    with web.db.sessions() as s:
+    with web.db.read() as s:
         states = {j.id: j.state for j in s.scalars(select(Job))}
         outbox = sorted(s.scalars(select(Outbox.job_id)))
     assert states[mine] == states[by_login] == JobState.QUEUED
@@ -273,14 +279,14 @@ def test_the_callback_resumes_only_that_persons_waiting_jobs(web: Web) -> None:
 def test_a_job_that_began_waiting_after_the_flow_is_resumed(web: Web) -> None:
     carol = web.double.user("carol").id
     raced = _waiting(web.db, "carol", carol)  # started before she finished the flow...
-    with web.db.session() as s:
+    with web.db.transaction() as s:
         s.execute(
             update(Job)
             .where(Job.id == raced)
             .values(state=JobState.RUNNING, started_at=utcnow() - timedelta(seconds=5))
         )
     sign_in(web.client, web.double, "carol")  # ...which therefore did not resume it
-    with web.db.session() as s:
+    with web.db.transaction() as s:
         s.execute(
             update(Job).where(Job.id == raced).values(state=JobState.WAITING_FOR_AUTHORIZATION)
         )

@@ -7,11 +7,11 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from app.db import Database
-from app.models import Delivery
-from tasks.redeliver import redeliver_missed
-from tests.github_double.double import GitHubDouble
-from tests.github_double.fixtures import settings_for
+from app.store.db import Database
+from app.store.models import Delivery
+from tasks.queue.redeliver import redeliver_missed
+from tests.doubles.github.double import GitHubDouble
+from tests.doubles.github.settings import settings_for
 
 
 def test_only_missed_unrecorded_deliveries_are_redelivered(
@@ -32,7 +32,7 @@ def test_only_missed_unrecorded_deliveries_are_redelivered(
     github_double.add_delivery("issues", "opened", status_code=202, guid="retried", redelivery=True)
     for i in range(150):  # more than one page
         github_double.add_delivery("push", None, status_code=200, guid=f"filler-{i}")
-    with db.session() as s:
+    with db.transaction() as s:
         s.add(Delivery(guid="recorded", event="issues", outcome="fix_issue"))
 
     since = datetime.now(UTC) - timedelta(hours=24)

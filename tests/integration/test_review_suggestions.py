@@ -30,7 +30,7 @@ from tasks.review.findings import (
 )
 from tasks.review.suggest import Built, ReviewComment, build_comments, edits_from
 from tasks.sandbox.base import ExecResult
-from tests.test_review_diff import ENV, commit, git
+from tests.integration.test_review_diff import ENV, commit, git
 
 pytestmark = pytest.mark.skipif(shutil.which("ruff") is None, reason="needs ruff")
 

@@ -13,11 +13,11 @@ import pytest
 import requests
 from dotenv import dotenv_values
 
-from tests.github_double.double import GitHubDouble
-from tests.manifest_flow import created, form, submit
-from tests.redis_server import free_port
+from tests.doubles.github.double import GitHubDouble
+from tests.doubles.manifest_flow import created, form, submit
+from tests.doubles.redis_server import free_port
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _cli_env(double: GitHubDouble, public: str) -> dict[str, str]:

@@ -13,14 +13,15 @@ from cryptography.hazmat.primitives import serialization
 from dotenv import dotenv_values
 from flask import Flask
 
-from app import create_app, manifest
-from app.github import app_slug
-from app.settings import Settings
-from app.setup import SetupOptions, setup_state
-from tests.github_double.double import GitHubDouble
-from tests.github_double.fixtures import settings_for
-from tests.github_double.handlers.manifests import acting_as
-from tests.manifest_flow import created, form, submit
+from app.core.settings import Settings
+from app.github import manifest
+from app.github.clients import app_slug
+from app.web import create_app
+from app.web.setup import SetupOptions, setup_state
+from tests.doubles.github.double import GitHubDouble
+from tests.doubles.github.handlers.manifests import acting_as
+from tests.doubles.github.settings import settings_for
+from tests.doubles.manifest_flow import created, form, submit
 
 PUBLIC = "https://onloop.example.com"
 UNSET = dict.fromkeys(

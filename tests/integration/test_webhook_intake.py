@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from app.db import Database
-from app.models import Delivery, Installation, Job, JobState, Outbox
-from tests.conftest import (
+from app.store.db import Database
+from app.store.models import Delivery, Installation, Job, JobState, Outbox
+from tests.doubles.webhooks import (
     SECRET,
     TABLES,
     counts,
@@ -97,7 +97,7 @@ def test_fix_label_records_delivery_job_and_outbox_in_one_go(client: Any, db: Da
     response = deliver(client, "issues", fix_label_payload(), guid="guid-a")
     assert response.status_code == 202
     (job_id,) = response.get_json()["jobs"]
-    with db.sessions() as s:
+    with db.read() as s:
         job = s.get(Job, job_id)
         assert job is not None
         assert (job.kind, job.number, job.state, job.installation_id) == (
@@ -126,7 +126,7 @@ def test_second_trigger_joins_the_live_job(client: Any, db: Database) -> None:
     other = deliver(client, "issues", fix_label_payload(number=7)).get_json()
     assert other["jobs"] != first["jobs"]
     assert counts(db)["jobs"] == 2 and counts(db)["outbox"] == 2
-    with db.session() as s:  # once the first job is over, a new trigger makes a new job
+    with db.transaction() as s:  # once the first job is over, a new trigger makes a new job
         job = s.get(Job, first["jobs"][0])
         assert job is not None
         job.state, job.live_key = JobState.SUCCEEDED, None
@@ -137,7 +137,7 @@ def test_second_trigger_joins_the_live_job(client: Any, db: Database) -> None:
 def test_ignored_event_is_204_but_recorded(client: Any, db: Database) -> None:
     response = deliver(client, "ping", load_fixture("ping.with-app_id"), guid="guid-ping")
     assert response.status_code == 204
-    with db.sessions() as s:
+    with db.read() as s:
         delivery = s.scalar(select(Delivery).where(Delivery.guid == "guid-ping"))
         assert delivery is not None and delivery.outcome == "ignored: event not handled"
     assert counts(db)["jobs"] == 0
@@ -150,7 +150,7 @@ def test_check_suite_failure_makes_one_job_per_pr(client: Any, db: Database) -> 
     data["check_suite"]["pull_requests"].append({**pr, "number": 3})
     response = deliver(client, "check_suite", data)
     assert response.status_code == 202
-    with db.sessions() as s:
+    with db.read() as s:
         jobs = list(s.scalars(select(Job).order_by(Job.number)))
     assert [(j.kind, j.number, j.head_sha) for j in jobs] == [
         ("fix_ci", 2, data["check_suite"]["head_sha"]),
@@ -168,21 +168,21 @@ def test_synchronize_cancels_jobs_for_the_old_head(client: Any, db: Database) ->
     push["pull_request"]["head"]["sha"] = "f" * 40
     response = deliver(client, "pull_request", push)
     assert response.status_code == 202 and response.get_json()["cancelled"] == [job_id]
-    with db.sessions() as s:
+    with db.read() as s:
         job = s.get(Job, job_id)
         assert job is not None and (job.state, job.live_key) == (JobState.CANCELLED, None)
 
 
 def test_installation_events_keep_the_installation_table(client: Any, db: Database) -> None:
     assert deliver(client, "installation", load_fixture("installation.created")).status_code == 202
-    with db.sessions() as s:
+    with db.read() as s:
         row = s.get(Installation, 957387)
         assert row is not None and row.account_login == "Codertocat" and row.deleted_at is None
         assert row.repositories
     deleted = load_fixture("installation.deleted")
     deleted["installation"]["id"] = 957387
     deliver(client, "installation", deleted)
-    with db.sessions() as s:
+    with db.read() as s:
         row = s.get(Installation, 957387)
         assert row is not None and row.deleted_at is not None
 

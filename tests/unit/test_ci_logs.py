@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tasks.ci_logs import LogExcerpt, clean, excerpt
-from tests.actions_log import actions_log
+from tasks.ci.logs import LogExcerpt, clean, excerpt
+from tests.doubles.actions_log import actions_log
 
-FIXTURES = Path(__file__).parent / "fixtures" / "ci_logs"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ci_logs"
 NOISE = ("Syncing repository", "pythonLocation", "Post job cleanup", "shell: /usr/bin/bash")
 
 BAD = (

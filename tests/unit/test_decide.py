@@ -6,12 +6,13 @@ from typing import Any
 
 import pytest
 
-from app import decide as d
-from app.commands import CancelStale, Command, InstallationChange, Kind
-from app.decide import decide, explain, parse_command
-from app.events import Event
-from app.repo_config import RepoConfig
-from tests.conftest import event_name, fixture_names, load_fixture
+from app.core.kinds import Kind
+from app.intake import decide as d
+from app.intake.commands import CancelStale, Command, InstallationChange
+from app.intake.decide import decide, explain, parse_command
+from app.intake.events import Event
+from app.policy.repo_config import RepoConfig
+from tests.doubles.webhooks import event_name, fixture_names, load_fixture
 
 CONFIG = RepoConfig()
 
@@ -209,7 +210,7 @@ def test_parse_command() -> None:
 
 
 def test_onloops_own_check_suite_is_ignored() -> None:
-    from app.decide import IGNORED_OWN_CHECKS, explain
+    from app.intake.decide import IGNORED_OWN_CHECKS, explain
 
     data = load_fixture("check_suite.completed")
     data["check_suite"]["conclusion"] = "failure"

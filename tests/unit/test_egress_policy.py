@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from tests.sandbox.conftest import docker_or_fail
+from tests.integration.sandbox.conftest import docker_or_fail
 
 
 def test_missing_daemon_fails_in_ci_and_skips_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -25,7 +25,7 @@ def test_local_backend_says_what_it_cannot_enforce(caplog: pytest.LogCaptureFixt
 
     if not shutil.which("bwrap"):
         pytest.skip("bubblewrap is not installed")
-    from tasks.sandbox import get_backend
+    from tasks.sandbox.factory import get_backend
     from tasks.sandbox.local_backend import LocalBackend
 
     with caplog.at_level(logging.WARNING):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import threading
 
-from tasks.throttle import Throttle
-from tests.worker_proc import wait_until
+from tasks.feedback.throttle import Throttle
+from tests.doubles.worker_proc import wait_until
 
 
 def test_changes_within_the_interval_wait_and_close_sends_the_last() -> None:

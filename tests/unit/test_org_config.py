@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from app.org_config import effective_config, effective_for, load_org_config, parse_org_config
-from app.repo_config import ConfigError, RepoConfig, parse_repo_config
-from app.settings import Settings
+from app.core.settings import Settings
+from app.policy.org_config import effective_config, effective_for, load_org_config, parse_org_config
+from app.policy.repo_config import ConfigError, RepoConfig, parse_repo_config
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 ORG = """\
 commands: [fix, rebase]

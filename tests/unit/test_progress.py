@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from app.models import Job, JobState
-from tasks.progress import final_text
+from app.store.models import Job, JobState
+from tasks.feedback.progress import final_text
 
 NOTE = "setup tried to reach evil.example; allow it in .github/onloop.yml under sandbox.egress"
 

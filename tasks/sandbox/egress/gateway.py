@@ -1,5 +1,5 @@
 """Setup's network: a job's own internal Docker network whose only way out is an allowlisting
-proxy (proxy.py with tasks/sandbox/egress_plugin.py), plus the worker's download cache."""
+proxy (proxy.py with tasks/sandbox/egress/plugin.py), plus the worker's download cache."""
 
 from __future__ import annotations
 
@@ -24,10 +24,10 @@ import docker.errors
 from docker.models.containers import Container
 from docker.types import Mount
 
-from app.egress_config import EgressEntry
+from app.policy.egress import EgressEntry
 from tasks.sandbox.base import SandboxError
 from tasks.sandbox.docker_backend import HOST_LABEL, JOB_LABEL, remove_container
-from tasks.sandbox.egress_policy import (
+from tasks.sandbox.egress.policy import (
     CACHE_MOUNT,
     TRUST_MOUNT,
     EgressPolicy,
@@ -36,7 +36,7 @@ from tasks.sandbox.egress_policy import (
     parse_refusals,
     refusal_message,
 )
-from tasks.sandbox.egress_tls import make_job_tls, proxy_flags
+from tasks.sandbox.egress.tls import make_job_tls, proxy_flags
 
 __all__ = [
     "CACHE_MOUNT",
@@ -56,7 +56,7 @@ PROXY_PORT = 3128
 EGRESS_NETWORK = "onloop-egress"  # shared by every job's proxy; containers on it cannot meet
 EGRESS_LABEL = "onloop.egress"
 PROXY_IMAGE = "onloop-sandbox:latest"  # has proxy.py in /opt/tools (config/sandbox/tools.txt)
-PLUGIN = Path(__file__).with_name("egress_plugin.py")
+PLUGIN = Path(__file__).with_name("plugin.py")
 READY_MARK = "onloop-egress-ready"
 PROXY_UID = 65532  # the proxy's own user when the worker is root
 CONF = "/opt/onloop-egress"  # the proxy's plugin, policy and TLS material (read-only)

@@ -3,11 +3,11 @@
 # This file runs inside the proxy container (mounted read-only as onloop_egress.py, started
 # as `python -m onloop_egress <proxy.py flags> --plugins onloop_egress.EgressPolicyPlugin`),
 # never in the worker: it imports nothing from onloop. Its policy is a JSON file written by
-# tasks/sandbox/egress.py:
+# tasks/sandbox/egress/gateway.py:
 #   {"allow": [["pypi.org", 443], ...], "literal": ["10.0.0.5"], "auth": {"host:port": "Basic .."},
 #    "intercept": ["pkgs.example.com:443"]}
 # TLS to an "intercept" host is opened by the proxy (with the host certificate the worker made
-# for the job, see tasks/sandbox/egress_tls.py) so that its credentials can be added; every
+# for the job, see tasks/sandbox/egress/tls.py) so that its credentials can be added; every
 # other CONNECT stays an opaque tunnel.
 # Refusals are written to stderr as one JSON object a line after REFUSED_MARK; the worker reads
 # them back from the container's log.

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from app.egress_config import (
+from app.policy.egress import (
     REGISTRIES,
     EgressEntry,
     EgressIndex,
@@ -23,8 +23,8 @@ from app.egress_config import (
 
 CACHE_MOUNT = "/opt/onloop-cache"  # pip/ and npm/ under it, mounted for setup only
 TRUST_MOUNT = "/opt/onloop-trust"  # the job CA (ca.pem) and a bundle with it, for setup only
-REFUSED_MARK = "onloop-egress-refused "  # as in egress_plugin.py
-UNTRUSTED = "its certificate is not trusted"  # an intercepted index's, as in egress_plugin.py
+REFUSED_MARK = "onloop-egress-refused "  # as in plugin.py
+UNTRUSTED = "its certificate is not trusted"  # an intercepted index's, as in plugin.py
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ class EgressPolicy:
     trusted_hosts: tuple[str, ...] = ()  # plain-HTTP pip indexes
     auth: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
     # HTTPS host:port pairs with credentials: the proxy intercepts their TLS to add them
-    # (tasks/sandbox/egress_tls.py); every other HTTPS connection is an opaque tunnel.
+    # (tasks/sandbox/egress/tls.py); every other HTTPS connection is an opaque tunnel.
     intercept: frozenset[str] = frozenset()
     # Whose download cache setup gets (e.g. `installation-42`): one installation's downloads,
     # some fetched with the operator's private-index credentials, never reach another's.

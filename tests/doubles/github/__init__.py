@@ -1,5 +1,5 @@
 """A GitHub double for tests: REST shapes PyGithub parses, app JWTs, tokens, git over HTTP."""
 
-from tests.github_double.double import WEBHOOK_SECRET, GitHubDouble
+from tests.doubles.github.double import WEBHOOK_SECRET, GitHubDouble
 
 __all__ = ["WEBHOOK_SECRET", "GitHubDouble"]

@@ -7,9 +7,9 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from tests.github_double import gitrepo
-from tests.github_double.api import ApiError
-from tests.github_double.model import Comment, Delivery, Issue, PullData, Repo, User
+from tests.doubles.github import gitrepo
+from tests.doubles.github.api import ApiError
+from tests.doubles.github.model import Comment, Delivery, Issue, PullData, Repo, User
 
 
 class Activity:

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from tests.github_double.model import ANONYMOUS, Identity, Repo
+from tests.doubles.github.model import ANONYMOUS, Identity, Repo
 
 if TYPE_CHECKING:
-    from tests.github_double.state import State
+    from tests.doubles.github.state import State
 
 API_PREFIX = "/api/v3"
 DOCS = "https://docs.github.com/rest"

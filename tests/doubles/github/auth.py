@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 
 import jwt
 
-from tests.github_double.api import ApiError, not_found
-from tests.github_double.model import ANONYMOUS, Identity, Installation, Repo, role_at_least
+from tests.doubles.github.api import ApiError, not_found
+from tests.doubles.github.model import ANONYMOUS, Identity, Installation, Repo, role_at_least
 
 if TYPE_CHECKING:
-    from tests.github_double.state import State
+    from tests.doubles.github.state import State
 
 LEVELS = {"read": 1, "write": 2, "admin": 3}
 NOT_ACCESSIBLE = "Resource not accessible by integration"

@@ -16,10 +16,10 @@ import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from tests.github_double.api import API_PREFIX
-from tests.github_double.model import App
-from tests.github_double.server import DoubleServer
-from tests.github_double.state import DEFAULT_EVENTS, DEFAULT_PERMISSIONS, State
+from tests.doubles.github.api import API_PREFIX
+from tests.doubles.github.model import App
+from tests.doubles.github.server import DoubleServer
+from tests.doubles.github.state import DEFAULT_EVENTS, DEFAULT_PERMISSIONS, State
 
 WEBHOOK_SECRET = "test-webhook-secret-0123456789abcdef"
 CREDENTIAL_HELPER = (

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tests.github_double import gitrepo
-from tests.github_double.auth import user_role
-from tests.github_double.model import Identity, Repo, role_at_least
+from tests.doubles.github import gitrepo
+from tests.doubles.github.auth import user_role
+from tests.doubles.github.model import Identity, Repo, role_at_least
 
 if TYPE_CHECKING:
-    from tests.github_double.state import State
+    from tests.doubles.github.state import State
 
 
 def sync_pull_refs(state: State, repo: Repo) -> None:

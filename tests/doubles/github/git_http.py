@@ -11,13 +11,13 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, BinaryIO
 
-from tests.github_double import forks, gitrepo
-from tests.github_double.api import ApiError
-from tests.github_double.auth import authorize, credential, identify
-from tests.github_double.model import ANONYMOUS, Call, Identity, Push, RefUpdate, Repo
+from tests.doubles.github import forks, gitrepo
+from tests.doubles.github.api import ApiError
+from tests.doubles.github.auth import authorize, credential, identify
+from tests.doubles.github.model import ANONYMOUS, Call, Identity, Push, RefUpdate, Repo
 
 if TYPE_CHECKING:
-    from tests.github_double.state import State
+    from tests.doubles.github.state import State
 
 GIT_PATH = re.compile(
     r"^/(?P<owner>[^/]+)/(?P<name>[^/]+?)(?:\.git)?"

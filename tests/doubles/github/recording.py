@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from tests.github_double.model import Call, Fault, Push, Refusal
+from tests.doubles.github.model import Call, Fault, Push, Refusal
 
 
 class Recorder:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tests.github_double.api import Route
-from tests.github_double.handlers import (
+from tests.doubles.github.api import Route
+from tests.doubles.github.handlers import (
     actions,
     apps,
     checks,

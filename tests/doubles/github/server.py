@@ -9,8 +9,8 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Literal
 
-from tests.github_double import git_http
-from tests.github_double.api import (
+from tests.doubles.github import git_http
+from tests.doubles.github.api import (
     API_PREFIX,
     ApiError,
     Ctx,
@@ -19,12 +19,12 @@ from tests.github_double.api import (
     find_route,
     rate_headers,
 )
-from tests.github_double.auth import identify
-from tests.github_double.model import ANONYMOUS, Call, Identity
-from tests.github_double.routes import ROUTES, WEB_ROUTES
+from tests.doubles.github.auth import identify
+from tests.doubles.github.model import ANONYMOUS, Call, Identity
+from tests.doubles.github.routes import ROUTES, WEB_ROUTES
 
 if TYPE_CHECKING:
-    from tests.github_double.state import State
+    from tests.doubles.github.state import State
 
 HIDDEN_HEADERS = {"authorization", "cookie", "proxy-authorization"}
 

@@ -6,10 +6,10 @@ import base64
 import zlib
 from typing import Any
 
-from tests.github_double import gitrepo
-from tests.github_double.api import Ctx, iso
-from tests.github_double.auth import user_role
-from tests.github_double.model import (
+from tests.doubles.github import gitrepo
+from tests.doubles.github.api import Ctx, iso
+from tests.doubles.github.auth import user_role
+from tests.doubles.github.model import (
     ROLES,
     Comment,
     Identity,

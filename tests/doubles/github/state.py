@@ -9,12 +9,12 @@ import threading
 import time
 from pathlib import Path
 
-from app.manifest import PERMISSIONS as MANIFEST_PERMISSIONS
-from tests.github_double import gitrepo
-from tests.github_double.activity import Activity
-from tests.github_double.handlers.actions import Actions
-from tests.github_double.handlers.checks import Checks
-from tests.github_double.model import (
+from app.github.manifest import PERMISSIONS as MANIFEST_PERMISSIONS
+from tests.doubles.github import gitrepo
+from tests.doubles.github.activity import Activity
+from tests.doubles.github.handlers.actions import Actions
+from tests.doubles.github.handlers.checks import Checks
+from tests.doubles.github.model import (
     ROLES,
     App,
     Comment,
@@ -25,8 +25,8 @@ from tests.github_double.model import (
     Token,
     User,
 )
-from tests.github_double.oauth import OAuthState
-from tests.github_double.recording import Recorder
+from tests.doubles.github.oauth import OAuthState
+from tests.doubles.github.recording import Recorder
 
 # What `onloop setup`'s manifest asks for: jobs are tested with the App's real permissions.
 DEFAULT_PERMISSIONS = dict(MANIFEST_PERMISSIONS)
@@ -123,7 +123,7 @@ class State(Activity, Recorder):
             self.installations[installation_id].suspended = suspended
 
     def installation_for(self, repo: Repo) -> Installation | None:
-        from tests.github_double.auth import covers
+        from tests.doubles.github.auth import covers
 
         return next((i for i in self.installations.values() if covers(i, repo)), None)
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from tasks.sandbox.base import Limits, Sandbox, SandboxBackend
-from tasks.sandbox.egress import EgressGateway
-from tests.sandbox.git_server import GitServer
+from tasks.sandbox.egress.gateway import EgressGateway
+from tests.doubles.git_server import GitServer
 
 IMAGE = os.environ.get("ONLOOP_SANDBOX_IMAGE", "onloop-sandbox:latest")
 

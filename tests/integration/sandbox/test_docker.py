@@ -14,7 +14,7 @@ from tasks.sandbox.base import Limits, SandboxError
 from tasks.sandbox.docker_backend import JOB_LABEL, POOL_LABEL, DockerBackend, create_kwargs
 from tasks.sandbox.pool import WarmPool
 from tasks.sandbox.reaper import process_token, reap
-from tests.sandbox.conftest import job_containers
+from tests.integration.sandbox.conftest import job_containers
 
 pytestmark = pytest.mark.docker
 
@@ -136,7 +136,7 @@ def test_image_has_the_tools_and_a_user(docker_client: Any, image: str, tmp_path
 
 
 def test_build_image_skips_an_image_with_the_same_content(image: str) -> None:
-    from tasks.sandbox.cli import sandbox
+    from app.cli.sandbox import sandbox
 
     result = CliRunner().invoke(sandbox, ["build-image", "--tag", image])
     assert result.exit_code == 0, result.output

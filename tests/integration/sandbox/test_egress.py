@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from app.egress_config import EgressIndex, narrow_egress
-from app.repo_config import ConfigError, parse_repo_config
-from tasks.repo_cache import RepoCache
+from app.policy.egress import EgressIndex, narrow_egress
+from app.policy.repo_config import ConfigError, parse_repo_config
+from tasks.git.repo_cache import RepoCache
 from tasks.sandbox.base import Limits, Sandbox
-from tasks.sandbox.egress import (
+from tasks.sandbox.egress.gateway import (
     PROXY_PORT,
     EgressGateway,
     EgressPolicy,
@@ -25,8 +25,8 @@ from tasks.sandbox.egress import (
     refusal_message,
 )
 from tasks.sandbox.job import SetupFailed, job_sandbox
-from tests.sandbox.git_server import GitServer, make_repo
-from tests.sandbox.package_index import PackageIndex
+from tests.doubles.git_server import GitServer, make_repo
+from tests.doubles.package_index import PackageIndex
 
 PROBE = """
 import socket, sys

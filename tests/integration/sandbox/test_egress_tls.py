@@ -17,14 +17,14 @@ from typing import Any
 import pytest
 from cryptography import x509
 
-from tasks.repo_cache import RepoCache
+from tasks.git.repo_cache import RepoCache
 from tasks.sandbox.base import Limits
-from tasks.sandbox.egress import EgressGateway, Refusal, load_credentials, refusal_message
-from tasks.sandbox.egress_policy import UNTRUSTED
-from tasks.sandbox.egress_tls import JobTls, make_job_tls, proxy_flags
+from tasks.sandbox.egress.gateway import EgressGateway, Refusal, load_credentials, refusal_message
+from tasks.sandbox.egress.policy import UNTRUSTED
+from tasks.sandbox.egress.tls import JobTls, make_job_tls, proxy_flags
 from tasks.sandbox.job import SetupFailed, job_sandbox
-from tests.sandbox.git_server import GitServer, make_repo
-from tests.sandbox.package_index import PackageIndex
+from tests.doubles.git_server import GitServer, make_repo
+from tests.doubles.package_index import PackageIndex
 
 # What setup sees of the TLS of each host:port it names: the certificate the other end shows
 # through the proxy (sha256 of its DER), not verified.

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from tasks import git_auth
-from tasks.git_auth import GitError, git
-from tests.sandbox.git_server import GitServer, make_repo
+from tasks.git import process as git_auth
+from tasks.git.process import GitError, git
+from tests.doubles.git_server import GitServer, make_repo
 
 
 class FakeToken:
-    """Like app.github.InstallationToken: the text only through .secret()."""
+    """Like app.github.clients.InstallationToken: the text only through .secret()."""
 
     def __init__(self, value: str) -> None:
         self._value = value

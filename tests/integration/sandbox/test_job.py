@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from tasks.git_auth import git
-from tasks.repo_cache import RepoCache
+from tasks.git.process import git
+from tasks.git.repo_cache import RepoCache
 from tasks.sandbox.base import SandboxBackend
 from tasks.sandbox.job import SetupFailed, collect_commits, job_sandbox, read_workspace_file
-from tests.sandbox.git_server import GitServer, make_repo
+from tests.doubles.git_server import GitServer, make_repo
 
 PROJECT = {
     "pyproject.toml": "[project]\nname = 'demo'\nversion = '0.1'\n",
@@ -167,7 +167,7 @@ def test_pool_primes_the_next_job_of_a_repository(
     from tasks.sandbox.docker_backend import POOL_LABEL, DockerBackend
     from tasks.sandbox.pool import WarmPool
     from tasks.sandbox.reaper import process_token
-    from tests.sandbox.test_repo_cache import push_commit
+    from tests.integration.sandbox.test_repo_cache import push_commit
 
     bare = git_server.root / "o" / "hot.git"
     first = make_repo(bare, {**PROJECT, "old.txt": "old\n"})

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tasks.git_auth import git
-from tasks.repo_cache import RepoCache, RepoCacheError
-from tests.sandbox.git_server import GitServer, make_repo
+from tasks.git.process import git
+from tasks.git.repo_cache import RepoCache, RepoCacheError
+from tests.doubles.git_server import GitServer, make_repo
 
 
 def fetches(server: GitServer) -> int:

@@ -13,14 +13,12 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from app.db import Database
-from app.models import Job, JobState
-from app.settings import load_settings
+from app.cli.sandbox import sandbox
+from app.store.db import Database
+from app.store.models import Job, JobState
 from tasks.sandbox import reaper
-from tasks.sandbox.cli import sandbox
-from tasks.sandbox.docker_backend import DockerBackend
-from tasks.workplace import close_workplaces, workplace
-from tests.sandbox.conftest import job_containers
+from tasks.sandbox.docker_backend import POOL_LABEL, DockerBackend
+from tests.integration.sandbox.conftest import job_containers
 
 pytestmark = pytest.mark.docker
 
@@ -34,10 +32,14 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
+def pool_containers(client: Any) -> set[str]:
+    return {c.name for c in client.containers.list(all=True, filters={"label": POOL_LABEL})}
+
+
 def add_job(db: Database, state: str) -> str:
     # Ids far from other tests' so the sweep's verdicts concern this test's containers.
     job_id = random.randrange(10**8, 2 * 10**8)
-    with db.session() as s:
+    with db.transaction() as s:
         s.add(Job(id=job_id, kind="review", repo="o/r", requested_by="someone", state=state))
     return str(job_id)
 
@@ -64,6 +66,7 @@ def test_reap_removes_finished_jobs_sandboxes_and_keeps_running_ones(
     # two minutes old to it, rather than wait.
     clock = time.time
     monkeypatch.setattr(reaper, "time", SimpleNamespace(time=lambda: clock() + 120))
+    pools_before = pool_containers(docker_client)
     try:
         result = CliRunner().invoke(sandbox, ["reap"], catch_exceptions=False)
         assert result.exit_code == 0, result.output
@@ -73,9 +76,8 @@ def test_reap_removes_finished_jobs_sandboxes_and_keeps_running_ones(
         assert keep.exec("echo ok").stdout == "ok\n"
         assert keep.container.name not in result.output
         # The command started no warm pool, whose containers it would leave behind on exit.
-        assert workplace(load_settings()).pool is None
+        assert pool_containers(docker_client) <= pools_before
     finally:
-        close_workplaces()
         keep.stop()
         gone.stop()
 

@@ -12,18 +12,18 @@ from pathlib import Path
 
 import pytest
 
-from app.db import Database
-from app.models import Job, JobState
-from app.settings import Settings
+from app.core.settings import Settings
+from app.store.db import Database
+from app.store.models import Job, JobState
 from tasks.sandbox.base import chown_tree
 from tasks.sandbox.reaper import job_from_workspace, reap_workspaces
-from tasks.workplace import reap_sandboxes
+from tasks.sandbox.workplace import reap_sandboxes
 
 SANDBOX_UID = 1000  # Limits().uid: a root worker chowns the workspace to it
 
 
 def add_job(db: Database, state: str) -> int:
-    with db.session() as s:
+    with db.transaction() as s:
         job = Job(kind="review_pr", repo="o/r", number=1, requested_by="alice", state=state)
         s.add(job)
         s.flush()

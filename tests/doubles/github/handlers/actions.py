@@ -6,11 +6,11 @@ import secrets
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tests.github_double.api import ApiError, Ctx, Response, iso, not_found
-from tests.github_double.auth import authorize
+from tests.doubles.github.api import ApiError, Ctx, Response, iso, not_found
+from tests.doubles.github.auth import authorize
 
 if TYPE_CHECKING:
-    from tests.github_double.state import State
+    from tests.doubles.github.state import State
 
 ACTIONS_APP = {"id": 15368, "slug": "github-actions", "name": "GitHub Actions"}
 

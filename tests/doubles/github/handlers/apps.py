@@ -6,10 +6,10 @@ import time
 import urllib.parse
 from typing import Any
 
-from tests.github_double import shapes
-from tests.github_double.api import ApiError, Ctx, Response, iso, not_found, paginate
-from tests.github_double.auth import LEVELS, authorize, covers, require_app
-from tests.github_double.model import Delivery, Installation
+from tests.doubles.github import shapes
+from tests.doubles.github.api import ApiError, Ctx, Response, iso, not_found, paginate
+from tests.doubles.github.auth import LEVELS, authorize, covers, require_app
+from tests.doubles.github.model import Delivery, Installation
 
 
 def get_app(ctx: Ctx) -> Response:

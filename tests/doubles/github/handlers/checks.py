@@ -6,10 +6,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.github_double import gitrepo
-from tests.github_double.api import ApiError, Ctx, Response, iso, not_found
-from tests.github_double.auth import authorize
-from tests.github_double.model import Repo
+from tests.doubles.github import gitrepo
+from tests.doubles.github.api import ApiError, Ctx, Response, iso, not_found
+from tests.doubles.github.auth import authorize
+from tests.doubles.github.model import Repo
 
 STATUSES = ("queued", "in_progress", "completed")
 CONCLUSIONS = (

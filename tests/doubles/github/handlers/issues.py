@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import time
 
-from tests.github_double import shapes
-from tests.github_double.api import ApiError, Ctx, Response, not_found, paginate
-from tests.github_double.auth import authorize
-from tests.github_double.model import Comment, Issue, Reaction, Repo
+from tests.doubles.github import shapes
+from tests.doubles.github.api import ApiError, Ctx, Response, not_found, paginate
+from tests.doubles.github.auth import authorize
+from tests.doubles.github.model import Comment, Issue, Reaction, Repo
 
 REACTIONS = ("+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes")
 

@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, Any
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from tests.github_double import shapes
-from tests.github_double.api import ApiError, Ctx, Response, not_found
-from tests.github_double.model import App
+from tests.doubles.github import shapes
+from tests.doubles.github.api import ApiError, Ctx, Response, not_found
+from tests.doubles.github.model import App
 
 if TYPE_CHECKING:
-    from tests.github_double.state import State
+    from tests.doubles.github.state import State
 
 CODE_TTL = 3600
 

@@ -7,8 +7,8 @@ import urllib.parse
 from html import escape
 from typing import Any
 
-from tests.github_double.api import Ctx, Response
-from tests.github_double.oauth import ACCESS_TTL, REFRESH_TTL, TokenRequest, callback_matches
+from tests.doubles.github.api import Ctx, Response
+from tests.doubles.github.oauth import ACCESS_TTL, REFRESH_TTL, TokenRequest, callback_matches
 
 TROUBLESHOOTING = (
     "https://docs.github.com/apps/managing-oauth-apps/"

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import time
 
-from tests.github_double import gitrepo, shapes
-from tests.github_double.api import ApiError, Ctx, Response, not_found, paginate
-from tests.github_double.auth import authorize
-from tests.github_double.handlers import review_threads
-from tests.github_double.model import Issue, Refusal, Repo, Review
+from tests.doubles.github import gitrepo, shapes
+from tests.doubles.github.api import ApiError, Ctx, Response, not_found, paginate
+from tests.doubles.github.auth import authorize
+from tests.doubles.github.handlers import review_threads
+from tests.doubles.github.model import Issue, Refusal, Repo, Review
 
 NEVER = "onloop must never {what}: the GitHub double refuses it"
 

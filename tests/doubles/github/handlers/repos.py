@@ -5,10 +5,10 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from tests.github_double import gitrepo, shapes
-from tests.github_double.api import ApiError, Ctx, Response, not_found
-from tests.github_double.auth import authorize, require_user, user_role
-from tests.github_double.model import Repo
+from tests.doubles.github import gitrepo, shapes
+from tests.doubles.github.api import ApiError, Ctx, Response, not_found
+from tests.doubles.github.auth import authorize, require_user, user_role
+from tests.doubles.github.model import Repo
 
 
 def get_repo(ctx: Ctx) -> Response:

@@ -7,10 +7,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.github_double import gitrepo, shapes
-from tests.github_double.api import ApiError, Ctx, Response, iso, paginate
-from tests.github_double.auth import authorize
-from tests.github_double.model import Issue, Repo
+from tests.doubles.github import gitrepo, shapes
+from tests.doubles.github.api import ApiError, Ctx, Response, iso, paginate
+from tests.doubles.github.auth import authorize
+from tests.doubles.github.model import Issue, Repo
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 # GitHub's words when a review comment is not on the diff (one 422 for the whole review):
@@ -212,6 +212,6 @@ def list_comments(ctx: Ctx) -> Response:
 
 
 def _pull(ctx: Ctx, repo: Repo) -> Issue:
-    from tests.github_double.handlers.pulls import _pull as pull
+    from tests.doubles.github.handlers.pulls import _pull as pull
 
     return pull(ctx, repo)

@@ -1,0 +1,1 @@
+"""The `onloop` console script: the composition root of the web and the worker processes."""

@@ -1,0 +1,104 @@
+"""Job kinds: the closed set, and the one table that says what each kind is and may do."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import MappingProxyType
+
+
+class Kind(StrEnum):
+    """The built-in job kinds. The first four do work in a sandbox; the rest answer."""
+
+    FIX_ISSUE = "fix_issue"
+    REBASE_PR = "rebase_pr"
+    FIX_CI = "fix_ci"
+    REVIEW_PR = "review_pr"
+    HELP = "help"
+    CANCEL = "cancel"
+    STATUS = "status"
+
+
+# The installation token every job gets (for its one repository): reads, plus onloop's own
+# comments. Everything a job changes in the code is done with the person's own token, so no
+# installation token can push
+# (https://docs.github.com/en/rest/apps/apps#create-an-installation-access-token-for-an-app).
+BASE_PERMISSIONS: Mapping[str, str] = MappingProxyType(
+    {"metadata": "read", "contents": "read", "pull_requests": "read", "issues": "write"}
+)
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    """One job kind. `kind` is a plain string so that a table may hold kinds of its own."""
+
+    kind: str
+    verb: str | None  # `/agent <verb>` on a pull request asks for it; None: no such command
+    sandboxed: bool  # works in a sandbox, under the concurrency caps
+    config_key: str | None = None  # the `commands:` entry of .github/onloop.yml governing it
+    pushes_to_head: bool = False  # pushes to the PR's head branch (a fork must allow edits)
+    asked_by: str | None = None  # how a person asks for it when not by `/agent <verb>`
+    permissions: Mapping[str, str] = field(default_factory=lambda: BASE_PERMISSIONS)
+
+    def command(self) -> str:
+        """How the person asked for the job, as they would ask again."""
+        if self.asked_by:
+            return self.asked_by
+        return f"`/agent {self.verb}`" if self.verb else f"`{self.kind}`"
+
+
+Kinds = Mapping[str, KindSpec]
+
+KINDS: Kinds = MappingProxyType(
+    {
+        spec.kind: spec
+        for spec in (
+            KindSpec(
+                Kind.FIX_ISSUE,
+                verb=None,
+                sandboxed=True,
+                config_key="fix",
+                asked_by="the `agent:fix` label",
+            ),
+            KindSpec(Kind.REBASE_PR, verb="rebase", sandboxed=True, config_key="rebase"),
+            KindSpec(
+                Kind.FIX_CI,
+                verb="fix",
+                sandboxed=True,
+                config_key="fix",
+                pushes_to_head=True,
+                permissions=MappingProxyType(
+                    {**BASE_PERMISSIONS, "checks": "read", "actions": "read"}
+                ),
+            ),
+            KindSpec(Kind.REVIEW_PR, verb="review", sandboxed=True, config_key="review"),
+            KindSpec(Kind.HELP, verb="help", sandboxed=False),
+            KindSpec(Kind.CANCEL, verb="cancel", sandboxed=False),
+            KindSpec(Kind.STATUS, verb="status", sandboxed=False),
+        )
+    }
+)
+
+
+def verbs(kinds: Kinds = KINDS) -> dict[str, str]:
+    """`/agent <verb>` → the kind it asks for."""
+    return {spec.verb: spec.kind for spec in kinds.values() if spec.verb}
+
+
+def sandboxed(kinds: Kinds = KINDS) -> tuple[str, ...]:
+    """The kinds that work in a sandbox."""
+    return tuple(spec.kind for spec in kinds.values() if spec.sandboxed)
+
+
+SANDBOXED: tuple[str, ...] = sandboxed()
+
+
+def spec_of(kind: str, kinds: Kinds = KINDS) -> KindSpec | None:
+    return kinds.get(kind)
+
+
+def command_of(kind: str, kinds: Kinds = KINDS) -> str:
+    """How a person asks for a job of `kind`, as they would ask again."""
+    spec = kinds.get(kind)
+    return spec.command() if spec is not None else f"`{kind}`"

@@ -1,0 +1,7 @@
+"""Queue names shared by the web (its /metrics reads the queue) and the worker."""
+
+from __future__ import annotations
+
+QUEUE = "onloop"  # the Redis list Celery's job messages wait in
+RUN_JOB = "onloop.run_job"  # the task that runs one job; it takes the job's id alone
+REDELIVER_MISSED = "onloop.redeliver_missed"  # beat's sweep for deliveries that never arrived

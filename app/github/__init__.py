@@ -1,0 +1,1 @@
+"""GitHub: App and user clients, the HTTP transport, user tokens, the App manifest."""

@@ -1,0 +1,1 @@
+"""Intake: verified events, the router, `decide()`, commands, and recording a delivery."""

@@ -1,0 +1,1 @@
+"""Policy: repository and organisation config, governance, egress rules."""

@@ -1,0 +1,1 @@
+"""Storage: the database, its models and migrations, and the audit log."""

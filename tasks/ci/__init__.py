@@ -1,0 +1,1 @@
+"""CI failures: fetching the failed jobs' logs and parsing them into excerpts."""

@@ -1,0 +1,1 @@
+"""What a person sees of a job: its status comment, check run and progress."""

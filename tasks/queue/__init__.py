@@ -1,0 +1,1 @@
+"""The queue: the Celery app, the outbox dispatcher, redelivery and beat."""

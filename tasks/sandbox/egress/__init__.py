@@ -1,0 +1,1 @@
+"""Setup egress: the allowlisting proxy, its policy, plugin and per-job TLS."""

@@ -1,0 +1,1 @@
+"""Doubles and helpers: the GitHub double, chat, git and package-index servers, payloads."""

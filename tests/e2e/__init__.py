@@ -1,0 +1,1 @@
+"""End-to-end tests: web, worker, sandboxes and git against the GitHub double."""
