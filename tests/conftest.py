@@ -1,5 +1,6 @@
 """Shared fixtures: a real database (SQLite, or PostgreSQL from ONLOOP_TEST_DATABASE_URL),
-real Redis, the Flask app, and the GitHub double."""
+real Redis, the Flask app, the GitHub double, and the sandboxes (Docker and bubblewrap), a
+git server with token auth and the setup egress gateway."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import docker.errors
 import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
@@ -18,8 +20,14 @@ from app.core.settings import Settings
 from app.store import migrate
 from app.store.db import Database
 from app.web import create_app
+from tasks.sandbox.base import Limits, Sandbox, SandboxBackend
+from tasks.sandbox.docker_backend import DockerBackend
+from tasks.sandbox.egress.gateway import EgressGateway
+from tasks.sandbox.local_backend import LocalBackend
+from tests.doubles.git_server import GitServer
 from tests.doubles.github.double import GitHubDouble
 from tests.doubles.github.settings import settings_for
+from tests.doubles.sandboxes import IMAGE, StartFn, docker_or_fail, job_containers, unavailable
 from tests.doubles.webhooks import SECRET, TABLES
 
 
@@ -116,3 +124,102 @@ def github_double(
 def github_settings(github_double: GitHubDouble, tmp_path: Path) -> Settings:
     """Settings for onloop pointed at the double (see settings_for)."""
     return settings_for(github_double, tmp_path)
+
+
+# --- sandboxes ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def docker_client() -> Any:
+    return docker_or_fail()
+
+
+@pytest.fixture(scope="session")
+def image(docker_client: Any) -> str:
+    try:
+        docker_client.images.get(IMAGE)
+    except docker.errors.ImageNotFound:
+        unavailable(f"sandbox image {IMAGE} missing: run `bash .ci/sandbox-setup.sh`")
+    return IMAGE
+
+
+@pytest.fixture(params=[pytest.param("docker", marks=pytest.mark.docker), "local"])
+def backend_name(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def backend(backend_name: str, request: pytest.FixtureRequest) -> SandboxBackend:
+    if backend_name == "docker":
+        return DockerBackend(request.getfixturevalue("docker_client"))
+    if not shutil.which("bwrap"):
+        unavailable("bubblewrap is not installed (apt-get install bubblewrap)")
+    return LocalBackend()
+
+
+@pytest.fixture
+def run_image(backend_name: str, request: pytest.FixtureRequest) -> str:
+    return str(request.getfixturevalue("image")) if backend_name == "docker" else ""
+
+
+@pytest.fixture
+def start(
+    backend: SandboxBackend, run_image: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[StartFn]:
+    """start(limits=..., files=...) -> a sandbox on a fresh workspace; all stopped after,
+    and (Docker) the test fails if any of their containers is still there."""
+    started: list[Sandbox] = []
+
+    def _start(limits: Limits | None = None, files: dict[str, str] | None = None) -> Sandbox:
+        workspace = tmp_path / f"ws-{len(started)}"
+        workspace.mkdir()
+        for name, content in (files or {}).items():
+            (workspace / name).write_text(content)
+        job = f"test-{uuid.uuid4().hex[:10]}"
+        sandbox = backend.start(job, run_image, workspace, limits or Limits(command_timeout=60))
+        started.append(sandbox)
+        return sandbox
+
+    yield _start
+    for sandbox in started:
+        sandbox.stop()
+    if backend.name == "docker":
+        client = request.getfixturevalue("docker_client")
+        left = [c.name for s in started for c in job_containers(client, s.job_id)]
+        assert not left, f"containers left behind: {left}"
+
+
+@pytest.fixture
+def token() -> str:
+    return "ghs_" + uuid.uuid4().hex + uuid.uuid4().hex[:4]
+
+
+@pytest.fixture
+def git_server(tmp_path: Path, token: str) -> Iterator[GitServer]:
+    root = tmp_path / "served"
+    root.mkdir()
+    with GitServer(root, token) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def proxy_image(docker_client: Any, image: str) -> str:
+    try:
+        docker_client.containers.run(image, ["test", "-x", "/opt/tools/bin/proxy"], remove=True)
+    except Exception:
+        unavailable(f"{image} has no proxy.py: run `onloop sandbox build-image`")
+    return image
+
+
+@pytest.fixture
+def gateway(docker_client: Any, proxy_image: str, tmp_path: Path) -> EgressGateway:
+    return EgressGateway(
+        docker_client, tmp_path / "egress", proxy_image=proxy_image, cache_dir=tmp_path / "dl"
+    )
+
+
+@pytest.fixture
+def host_ip(docker_client: Any, gateway: EgressGateway) -> str:
+    """This machine's own address on the proxies' network: where the test index listens."""
+    network = docker_client.networks.get(gateway.egress_network())
+    return str(network.attrs["IPAM"]["Config"][0]["Gateway"])

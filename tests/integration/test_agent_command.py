@@ -14,16 +14,7 @@ from tasks.agent import AgentConfigError, AgentTask, Budget, get_agent
 from tasks.agent.command_agent import CommandAgent
 from tasks.agent.openai_agent import OpenAIAgent
 from tasks.sandbox.base import Sandbox
-from tests.integration.sandbox import conftest as sandbox_fixtures
-from tests.integration.sandbox.conftest import StartFn
-
-# The sandbox fixtures (tests/integration/sandbox/conftest.py), so these tests run on both backends.
-backend_name = sandbox_fixtures.backend_name
-backend = sandbox_fixtures.backend
-docker_client = sandbox_fixtures.docker_client
-image = sandbox_fixtures.image
-run_image = sandbox_fixtures.run_image
-start = sandbox_fixtures.start
+from tests.doubles.sandboxes import StartFn
 
 TASK = AgentTask("fix_issue", "Greeting is wrong", "Set the greeting to: hello from the task\n")
 # A stand-in for a command-line agent: it takes its instructions from TASK.md.

@@ -18,16 +18,7 @@ from tasks.agent.openai_agent import OpenAIAgent
 from tasks.agent.tools import READ_TOOLS, WRITE_TOOLS, ToolBox
 from tasks.sandbox.base import Sandbox
 from tests.doubles.chat import Call, ChatDouble, Reply, Status
-from tests.integration.sandbox import conftest as sandbox_fixtures
-from tests.integration.sandbox.conftest import StartFn
-
-# The sandbox fixtures (tests/integration/sandbox/conftest.py), so these tests run on both backends.
-backend_name = sandbox_fixtures.backend_name
-backend = sandbox_fixtures.backend
-docker_client = sandbox_fixtures.docker_client
-image = sandbox_fixtures.image
-run_image = sandbox_fixtures.run_image
-start = sandbox_fixtures.start
+from tests.doubles.sandboxes import StartFn
 
 CALC = "def add(a, b):\n    return a - b\n"
 FIX = AgentTask("fix_ci", "CI fails on main", "```\nFAILED test_calc.py::test_add\n```")

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from tests.integration.sandbox.conftest import docker_or_fail
+from tests.doubles.sandboxes import docker_or_fail
 
 
 def test_missing_daemon_fails_in_ci_and_skips_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -14,7 +14,7 @@ from tasks.sandbox.base import Limits, SandboxError
 from tasks.sandbox.docker_backend import JOB_LABEL, POOL_LABEL, DockerBackend, create_kwargs
 from tasks.sandbox.pool import WarmPool
 from tasks.sandbox.reaper import process_token, reap
-from tests.integration.sandbox.conftest import job_containers
+from tests.doubles.sandboxes import job_containers
 
 pytestmark = pytest.mark.docker
 

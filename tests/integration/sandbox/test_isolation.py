@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tasks.sandbox.base import Limits, SandboxError
-from tests.integration.sandbox.conftest import StartFn
+from tests.doubles.sandboxes import StartFn
 
 PROBE_NET = """
 import socket, sys
@@ -146,7 +146,7 @@ def test_job_timeout_ends_the_sandbox(
     with pytest.raises(SandboxError):
         sb.exec("true")
     if backend_name == "docker":
-        from tests.integration.sandbox.conftest import job_containers
+        from tests.doubles.sandboxes import job_containers
 
         client = request.getfixturevalue("docker_client")
         while job_containers(client, sb.job_id) and time.monotonic() < deadline:

@@ -18,7 +18,7 @@ from app.store.db import Database
 from app.store.models import Job, JobState
 from tasks.sandbox import reaper
 from tasks.sandbox.docker_backend import POOL_LABEL, DockerBackend
-from tests.integration.sandbox.conftest import job_containers
+from tests.doubles.sandboxes import job_containers
 
 pytestmark = pytest.mark.docker
 
