@@ -5,6 +5,7 @@ from __future__ import annotations
 from flask import Flask, Response, jsonify
 from werkzeug.exceptions import HTTPException
 
+from app.core.kinds import KINDS, Kinds
 from app.core.logs import get_logger
 from app.core.settings import Settings
 from app.store.db import Database
@@ -12,8 +13,9 @@ from app.web.metrics import Metrics
 from app.web.state import EXTENSION, Onloop
 
 
-def create_app(settings: Settings, db: Database | None = None) -> Flask:
-    """Build the web app for `settings`; pass `db` to share an engine (tests)."""
+def create_app(settings: Settings, db: Database | None = None, kinds: Kinds = KINDS) -> Flask:
+    """Build the web app for `settings`; pass `db` to share an engine (tests), `kinds` for
+    another table of job kinds (app.core.kinds.KINDS by default)."""
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     database = db or Database(settings.database_url)
@@ -22,6 +24,7 @@ def create_app(settings: Settings, db: Database | None = None) -> Flask:
         db=database,
         metrics=Metrics(database, settings.redis_url),
         log=get_logger("onloop.web"),
+        kinds=kinds,
     )
 
     from app.web import health, oauth, setup, webhooks

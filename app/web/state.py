@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import structlog
 from flask import Flask
 
+from app.core.kinds import Kinds
 from app.core.settings import Settings
 from app.store.db import Database
 from app.web.metrics import Metrics
@@ -20,6 +21,7 @@ class Onloop:
     db: Database
     metrics: Metrics
     log: structlog.stdlib.BoundLogger
+    kinds: Kinds  # the job kinds `decide` may route to
 
 
 def onloop(app: Flask) -> Onloop:

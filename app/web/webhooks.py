@@ -42,7 +42,7 @@ def github() -> Response:
     except BadRequest as exc:
         state.metrics.delivery("unknown", f"rejected_{exc.status}")
         return _answer(exc.status, error=exc.message)
-    result = record(state.db, event, state.settings.fix_label, state.settings.app_id)
+    result = record(state.db, event, state.settings.fix_label, state.settings.app_id, state.kinds)
     state.metrics.delivery(event.name, str(result.status))
     if result.status != 200 and (event.name, event.action) == ("pull_request", "closed"):
         _count_closed_pull(state, event)
