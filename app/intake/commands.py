@@ -2,10 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from app.core.kinds import KINDS
+
+
+class CommandParams(TypedDict, total=False):
+    """A command's own parameters: a comment's verb, or a failing run's details."""
+
+    verb: str  # `/agent <verb> <args>`
+    args: str
+    unknown_verb: str  # a verb onloop does not know: `help` answers
+    refused_verb: str  # a verb `.github/onloop.yml` does not enable: `help` answers
+    automatic: bool  # fix_ci started by a failing run, not by a person
+    run_kind: str  # the event of the failing run: workflow_run or check_suite
+    run_id: int | None
+    head_branch: str | None
+    head_repo_id: int | None
+    find_prs: bool  # a fork's run lists no PR: the worker finds it by head sha
+    default_branch: bool  # the run failed on the default branch, not on a PR
 
 
 @dataclass(frozen=True)
@@ -25,7 +42,7 @@ class Command:
     head_sha: str | None = None
     requested_by_id: int | None = None
     comment_id: int | None = None
-    params: dict[str, Any] = field(default_factory=dict)
+    params: CommandParams = field(default_factory=CommandParams)
 
     def live_key(self, number: int | None) -> str:
         """Identity of a live job: one per (kind, repo, number, head sha).
@@ -39,9 +56,33 @@ class Command:
         return f"{self.kind}:{self.repo}:{number if number is not None else '-'}:{tail}"
 
     def to_params(self) -> dict[str, Any]:
+        """The JSON stored as the job's `params`; `from_params` reads it back."""
         data = asdict(self)
         data["numbers"] = list(self.numbers)
         return data
+
+    @classmethod
+    def from_params(cls, data: Mapping[str, Any]) -> Command:
+        """The Command `to_params` stored; missing keys take their defaults, others are
+        ignored (the worker adds `authorization_expired`)."""
+        inner = data.get("params")
+        return cls(
+            kind=str(data.get("kind") or ""),
+            repo=str(data.get("repo") or ""),
+            requested_by=str(data.get("requested_by") or ""),
+            numbers=tuple(int(n) for n in data.get("numbers") or ()),
+            repo_id=_int(data.get("repo_id")),
+            installation_id=_int(data.get("installation_id")),
+            head_sha=str(data["head_sha"]) if data.get("head_sha") else None,
+            requested_by_id=_int(data.get("requested_by_id")),
+            comment_id=_int(data.get("comment_id")),
+            params=cast(CommandParams, dict(inner)) if isinstance(inner, Mapping) else {},
+        )
+
+
+def _int(value: object) -> int | None:
+    """An id as the stored JSON holds it (a number); anything else is None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from app.core.kinds import KINDS, Kind, Kinds, verbs
-from app.intake.commands import CancelStale, Command, InstallationChange, RevokeAuthorization
+from app.intake.commands import (
+    CancelStale,
+    Command,
+    CommandParams,
+    InstallationChange,
+    RevokeAuthorization,
+)
 from app.intake.events import Event
 from app.intake.routing import Router
 from app.policy.repo_config import RepoConfig
@@ -88,7 +94,7 @@ def _comment_created(event: Event, config: RepoConfig, kinds: Kinds) -> Action |
         return IGNORED_NOT_ON_PR
     known = verbs(kinds)
     kind = known.get(verb, Kind.HELP)
-    params: dict[str, Any] = {"verb": verb, "args": args}
+    params: CommandParams = {"verb": verb, "args": args}
     if verb not in known:
         params["unknown_verb"] = verb
     elif not config.allows(verb):
@@ -121,7 +127,7 @@ def _failed_run(event: Event, config: RepoConfig, run: Mapping[str, Any]) -> Act
     on_default = run.get("head_branch") == repo.get("default_branch") and not is_fork
     if run.get("pull_requests") and not prs:
         return IGNORED_NO_MATCHING_PR  # every listed PR has moved on to a newer head
-    params = {
+    params: CommandParams = {
         "automatic": True,
         "run_kind": event.name,
         "run_id": run.get("id"),

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from tasks.runner.context import JobContext
+from tasks.runner.steps import StepKind
 
 S = TypeVar("S")
 
@@ -17,7 +18,7 @@ class Step(Generic[S]):
 
     name: str
     run: Callable[[S], str | None]
-    kind: str = "deterministic"
+    kind: StepKind = StepKind.DETERMINISTIC
 
 
 def run_steps(ctx: JobContext, steps: Sequence[Step[S]], state: S) -> None:
@@ -26,4 +27,4 @@ def run_steps(ctx: JobContext, steps: Sequence[Step[S]], state: S) -> None:
         with ctx.step(step.name, step.kind) as record:
             output = step.run(state)
             if output:
-                record["output"] = output
+                record.output = output

@@ -4,21 +4,36 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from tasks.agent import Agent, AgentConfigError, AgentResult, AgentTask, budget_from, get_agent
 from tasks.blueprints import Step, run_steps
 from tasks.blueprints.checks import Outcome, Plan, failures, plan, run_all, summary
-from tasks.blueprints.common import Session
+from tasks.blueprints.common import Work
 from tasks.runner.context import JobContext, JobFailed
+from tasks.runner.steps import StepKind
 from tasks.sandbox.base import Sandbox
+
+
+class ChangeOutcome(StrEnum):
+    """What became of a change: the first four are said by the steps here, the last three by
+    the blueprint that pushes it."""
+
+    READY = "ready"  # committed, validated and allowed: a commit to push
+    NO_CHANGE = "no_change"
+    UNVALIDATED = "unvalidated"  # the checks still fail
+    REFUSED = "refused"  # the blast-radius rules forbid it
+    PUSHED = "pushed"  # onto the pull request's own branch
+    PR = "pr"  # onto a new branch, with a pull request
+    FORK = "fork"  # the head is in a fork that takes no pushes from onloop
 
 
 @dataclass
 class Change:
-    """What happened; `outcome` is ready (a commit to push), no_change, unvalidated or refused."""
+    """What happened; `outcome` (once set) is ready, no_change, unvalidated or refused."""
 
-    session: Session
+    work: Work
     box: Sandbox
     kind: str
     task: AgentTask
@@ -31,10 +46,7 @@ class Change:
     validation: list[Outcome] = field(default_factory=list)
     new_sha: str | None = None
     violations: list[str] = field(default_factory=list)
-    outcome: str = ""
-
-    def describe(self) -> str:
-        return f"{self.outcome}: {(self.new_sha or '')[:12]}"
+    outcome: ChangeOutcome | None = None
 
     def ran(self) -> str:
         """What ran, as Markdown lines."""
@@ -53,31 +65,31 @@ class Change:
     def pr_body(self, intro: str) -> str:
         return (
             f"{intro}\n\nWhat ran in onloop's sandbox:\n\n{self.ran()}\n\nResult: "
-            f"{self.validated()}.\n\nonloop made this pull request for @{self.session.login}; "
+            f"{self.validated()}.\n\nonloop made this pull request for @{self.work.login}; "
             "it needs a review by someone other than its author before it merges."
         )
 
-    def report(self, outcome: str) -> str:
+    def report(self, outcome: ChangeOutcome) -> str:
         """The comment for this change's outcome: what happened and what to do next."""
-        if outcome in ("pushed", "pr"):
+        if outcome in (ChangeOutcome.PUSHED, ChangeOutcome.PR):
             return (
                 f"Pushed {(self.new_sha or '')[:7]}.\n\n{self.ran()}\n\nResult: {self.validated()}."
             )
-        if outcome == "no_change":
+        if outcome == ChangeOutcome.NO_CHANGE:
             return (
                 "onloop ran the repository's fixers and found nothing to change, so nothing was "
                 f"pushed.\n\n{self.ran()}\n\nThe failure likely needs a person (or an agent: "
                 "set `ONLOOP_AGENT`)."
             )
-        if outcome == "unvalidated":
+        if outcome == ChangeOutcome.UNVALIDATED:
             return (
                 "onloop made a change but the checks still fail in its sandbox, so nothing was "
                 f"pushed.\n\n{self.ran()}\n\n{failures(self.validation)}"
             )
-        if outcome == "refused":
+        if outcome == ChangeOutcome.REFUSED:
             rules = "\n".join(f"- {v}" for v in self.violations)
             return f"onloop refused to push its change:\n\n{rules}"
-        if outcome == "fork":
+        if outcome == ChangeOutcome.FORK:
             return (
                 "The branch lives in a fork that does not allow edits from maintainers, so "
                 "onloop did not push. Tick *Allow edits by maintainers* and ask again."
@@ -94,15 +106,15 @@ class Change:
 
 
 def _plan(change: Change) -> str | None:
-    change.plan = plan(change.box, change.session.config)
+    change.plan = plan(change.box, change.work.config)
     return f"fix: {change.plan.fix}; validate: {change.plan.validation}"
 
 
 def _agent(change: Change) -> str | None:
-    agent = configured_agent(change.session.ctx)
+    agent = configured_agent(change.work.ctx)
     if agent is None:
         return "no agent configured"
-    ctx = change.session.ctx
+    ctx = change.work.ctx
     change.agent = agent.run(change.box, change.task, budget_from(ctx.settings), ctx.cancel)
     return f"{change.agent.stopped}: {change.agent.summary}\n{change.agent.transcript_tail}"
 
@@ -123,28 +135,28 @@ def _fixers(change: Change) -> str | None:
 def _validate(change: Change) -> str | None:
     change.validation = run_all(change.box, change.plan.validation)
     if not all(o.ok for o in change.validation):
-        change.outcome = "unvalidated"
+        change.outcome = ChangeOutcome.UNVALIDATED
     return summary(change.validation) + "\n" + failures(change.validation)
 
 
 def _commit(change: Change) -> str | None:
-    if change.outcome:
+    if change.outcome is not None:
         return None
-    if not change.session.commit(change.box, change.subject, trailers=change.trailers):
-        change.outcome = "no_change"
+    if not change.work.commit(change.box, change.subject, trailers=change.trailers):
+        change.outcome = ChangeOutcome.NO_CHANGE
         return "nothing changed"
-    change.new_sha = change.session.collect(change.box, change.base)
+    change.new_sha = change.work.collect(change.box, change.base)
     if change.new_sha is None:
-        change.outcome = "no_change"
+        change.outcome = ChangeOutcome.NO_CHANGE
         return "nothing to collect"
-    change.violations = change.session.guard(change.base, change.new_sha)
-    change.outcome = "refused" if change.violations else "ready"
+    change.violations = change.work.guard(change.base, change.new_sha)
+    change.outcome = ChangeOutcome.REFUSED if change.violations else ChangeOutcome.READY
     return "\n".join(change.violations) or f"committed {(change.new_sha or '')[:12]}"
 
 
 STEPS: list[Step[Change]] = [
     Step("plan", _plan),
-    Step("agent", _agent, kind="agent"),
+    Step("agent", _agent, kind=StepKind.AGENT),
     Step("fixers", _fixers),
     Step("validate", _validate),
     Step("commit", _commit),
@@ -152,7 +164,7 @@ STEPS: list[Step[Change]] = [
 
 
 def make_change(
-    session: Session,
+    work: Work,
     task: AgentTask,
     *,
     rev: str,
@@ -162,7 +174,7 @@ def make_change(
     trailers: Sequence[str] = (),
 ) -> Change:
     """Check out `rev` in a sandbox and run the steps; the sandbox is gone afterwards."""
-    with session.sandbox(rev, branch=branch, refs=refs) as js:
-        change = Change(session, js.sandbox, task.kind, task, subject, trailers, base=js.sha)
-        run_steps(session.ctx, STEPS, change)
+    with work.sandbox(rev, branch=branch, refs=refs) as js:
+        change = Change(work, js.sandbox, task.kind, task, subject, trailers, base=js.sha)
+        run_steps(work.ctx, STEPS, change)
     return change

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from github import GithubException
-from github.PullRequest import PullRequest
 from github.Repository import Repository
 from sqlalchemy import update
 
@@ -20,6 +19,7 @@ from app.policy.egress import narrow_egress
 from app.policy.repo_config import RepoConfig
 from app.store import audit
 from app.store.models import Job
+from tasks.blueprints.pulls import PullRef
 from tasks.blueprints.start import act_as, check_policy, effective_config, installation_repo
 from tasks.git.blast_radius import check_diff
 from tasks.git.process import GitError, git
@@ -33,11 +33,11 @@ from tasks.sandbox.job import JobSandbox, SetupFailed, collect_commits, job_sand
 from tasks.sandbox.workplace import Workplace
 
 TRAILER = "Onloop-Job"
-__all__ = ["TRAILER", "Session", "act_as", "begin", "installation_repo", "run"]
+__all__ = ["TRAILER", "Work", "act_as", "begin", "installation_repo", "run"]
 
 
 @dataclass
-class Session:
+class Work:
     """A permitted person's job: the repository (read with the installation token), its
     config from the default branch, and the person's own token for every write."""
 
@@ -272,13 +272,13 @@ def begin(
     ctx: JobContext,
     verb: str,
     found: tuple[gh.InstallationToken, Repository] | None = None,
-    pr: PullRequest | None = None,
-) -> Session:
+    pull: PullRef | None = None,
+) -> Work:
     """Policy and authorisation before any work; refuses, or waits for the person's OAuth.
-    `found` is the job's `installation_repo` and `pr` its pull request, when known already."""
+    `found` is the job's `installation_repo` and `pull` its pull request, when known already."""
     install_token, repo = found or installation_repo(ctx)
     login = ctx.job.requested_by
-    if ctx.command.get("authorization_expired"):
+    if ctx.authorization_expired:
         notice(
             ctx,
             repo,
@@ -289,8 +289,8 @@ def begin(
         raise JobFailed("authorization expired")
     with ctx.step("policy") as step:
         loaded = effective_config(ctx, repo)
-        role = check_policy(ctx, repo, loaded, login, pr)
-        step["output"] = f"@{login} is {role}; {loaded.config.trigger_permission} needed"
+        role = check_policy(ctx, repo, loaded, login, pull)
+        step.output = f"@{login} is {role}; {loaded.config.trigger_permission} needed"
     with ctx.step("authorization"):
         try:
             token = user_token(ctx, login, ctx.job.requested_by_id)
@@ -303,4 +303,4 @@ def begin(
                 ) from None
             ask_to_authorize(ctx, repo, login, exc.reason)
             raise WaitForAuthorization(exc.reason) from None
-    return Session(ctx, repo, install_token, loaded, login, token)
+    return Work(ctx, repo, install_token, loaded, login, token)

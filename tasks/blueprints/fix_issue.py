@@ -12,8 +12,8 @@ from app.core.telemetry import telemetry
 from tasks.agent import AgentTask
 from tasks.blueprints import Step, run_steps
 from tasks.blueprints.change import STEPS as CHANGE_STEPS
-from tasks.blueprints.change import Change, configured_agent, make_change
-from tasks.blueprints.common import Session, begin, installation_repo
+from tasks.blueprints.change import Change, ChangeOutcome, configured_agent, make_change
+from tasks.blueprints.common import Work, begin, installation_repo
 from tasks.runner.context import JobContext, JobFailed
 from tasks.runner.people import as_person
 
@@ -28,47 +28,47 @@ NO_AGENT = (
 
 @dataclass
 class FixIssue:
-    job: Session
+    work: Work
     issue: Issue
     base_sha: str
     branch: str
     change: Change | None = None
     lease: str = ""
     pr: PullRequest | None = None
-    outcome: str = ""
+    outcome: ChangeOutcome | None = None
 
 
 def _push(state: FixIssue) -> str | None:
     change = state.change
-    if change is None or change.outcome != "ready" or change.new_sha is None:
-        state.outcome = change.outcome if change else "no_change"
+    if change is None or change.outcome != ChangeOutcome.READY or change.new_sha is None:
+        state.outcome = change.outcome if change else ChangeOutcome.NO_CHANGE
         return None
-    state.job.push(change.new_sha, state.branch, lease=state.lease)
+    state.work.push(change.new_sha, state.branch, lease=state.lease)
     return f"pushed {change.new_sha[:12]} to {state.branch}"
 
 
 def _open_pr(state: FixIssue) -> str | None:
-    if state.outcome:
+    if state.outcome is not None:
         return None
-    state.pr = as_person(state.job, lambda: _open_or_update(state))
-    state.outcome = "pr"
+    state.pr = as_person(state.work, lambda: _open_or_update(state))
+    state.outcome = ChangeOutcome.PR
     return f"#{state.pr.number}"
 
 
 def _open_or_update(state: FixIssue) -> PullRequest:
     """The PR for the branch, opened with the person's token; an earlier run's is updated."""
-    job, change, number = state.job, state.change, state.issue.number
+    work, change, number = state.work, state.change, state.issue.number
     assert change is not None
-    owner = job.repo.full_name.split("/")[0]
+    owner = work.repo.full_name.split("/")[0]
     title = f"Fix #{number}: {state.issue.title}"[:240]
     body = change.pr_body(f"Fixes #{number}.")
-    repo = job.user_repo
+    repo = work.user_repo
     existing = list(repo.get_pulls(state="open", head=f"{owner}:{state.branch}"))
     if existing:
         existing[0].edit(title=title, body=body)
         return existing[0]
-    pr = repo.create_pull(base=job.repo.default_branch, head=state.branch, title=title, body=body)
-    telemetry(job.ctx.settings.redis_url).inc("pull_requests_opened", kind="fix_issue")
+    pr = repo.create_pull(base=work.repo.default_branch, head=state.branch, title=title, body=body)
+    telemetry(work.ctx.settings.redis_url).inc("pull_requests_opened", kind="fix_issue")
     return pr
 
 
@@ -84,19 +84,19 @@ def run_fix_issue(ctx: JobContext) -> dict[str, Any]:
         *(s.name for s in AFTER),
     ]
     found = installation_repo(ctx)
-    session = begin(ctx, "fix", found)
+    work = begin(ctx, "fix", found)
     if configured_agent(ctx) is None:
         raise JobFailed(NO_AGENT, outcome="no_agent")
     assert ctx.job.number is not None
-    issue = session.repo.get_issue(ctx.job.number)
-    base_sha = session.repo.get_branch(session.repo.default_branch).commit.sha
+    issue = work.repo.get_issue(ctx.job.number)
+    base_sha = work.repo.get_branch(work.repo.default_branch).commit.sha
     ctx.head_sha = base_sha
-    state = FixIssue(session, issue, base_sha, f"onloop/issue-{issue.number}")
+    state = FixIssue(work, issue, base_sha, f"onloop/issue-{issue.number}")
     with ctx.step("branch") as record:
-        state.lease = session.branch_lease(state.branch, "remove and add the label again")
-        record["output"] = f"replacing {state.lease[:12]}" if state.lease else "new branch"
+        state.lease = work.branch_lease(state.branch, "remove and add the label again")
+        record.output = f"replacing {state.lease[:12]}" if state.lease else "new branch"
     state.change = make_change(
-        session,
+        work,
         AgentTask("fix_issue", issue.title, f"# {issue.title}\n\n{issue.body or ''}"),
         rev=base_sha,
         branch=state.branch,
@@ -107,6 +107,7 @@ def run_fix_issue(ctx: JobContext) -> dict[str, Any]:
     if state.pr is not None:
         result["pr"] = state.pr.number
         result["pull_request_url"] = state.pr.html_url
-    if state.outcome in ("unvalidated", "refused", "no_change"):
+    failed = (ChangeOutcome.UNVALIDATED, ChangeOutcome.REFUSED, ChangeOutcome.NO_CHANGE)
+    if state.outcome is not None and state.outcome in failed:
         raise JobFailed(state.change.report(state.outcome), **result)
     return result

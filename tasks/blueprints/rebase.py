@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from github.PullRequest import PullRequest
@@ -11,34 +12,40 @@ from sqlalchemy import update
 from app.github.comments import details, upsert_comment
 from app.store.models import Job
 from tasks.blueprints import Step, run_steps
-from tasks.blueprints.common import Session, begin
+from tasks.blueprints.common import Work, begin
+from tasks.blueprints.pulls import PullRef
 from tasks.git.process import GitError
 from tasks.runner.context import JobContext, JobFailed
 from tasks.runner.people import as_person
 
 
+class RebaseOutcome(StrEnum):
+    PUSHED = "pushed"
+    UP_TO_DATE = "up_to_date"
+    CONFLICTS = "conflicts"  # the branch is untouched
+    PATCH = "patch"  # onloop may not push to the fork: the patch is in a comment
+
+
 @dataclass
 class Rebase:
-    job: Session
+    work: Work
     pr: PullRequest
+    pull: PullRef
     base_sha: str = ""
-    head_sha: str = ""
     new_sha: str | None = None
     conflicts: list[str] = field(default_factory=list)
     patch: str = ""
-    outcome: str = ""
+    outcome: RebaseOutcome | None = None
 
     @property
-    def fork(self) -> bool:
-        head = self.pr.head.repo
-        return head is None or head.full_name != self.job.repo.full_name
+    def head_sha(self) -> str:
+        return self.pull.head_sha
 
 
 def _rebase_in_sandbox(state: Rebase) -> str | None:
-    job = state.job
-    refs = [f"refs/pull/{state.pr.number}/head"] if state.fork else []
-    env = job.identity()
-    with job.sandbox(state.head_sha, refs=refs, branch=state.pr.head.ref) as js:
+    work, pull = state.work, state.pull
+    env = work.identity()
+    with work.sandbox(state.head_sha, refs=pull.fetch_refs, branch=pull.head_ref) as js:
         box = js.sandbox
         git = ["git", "-c", "rerere.enabled=true", "-c", "core.editor=true"]
         done = box.exec([*git, "rebase", "--no-autosquash", state.base_sha], env=env)
@@ -53,11 +60,11 @@ def _rebase_in_sandbox(state: Rebase) -> str | None:
             )
             if not done.ok:
                 box.exec(["git", "rebase", "--abort"])
-                state.outcome = "conflicts"
+                state.outcome = RebaseOutcome.CONFLICTS
                 return "conflicts: " + ", ".join(state.conflicts)
         state.conflicts = []
-        state.new_sha = job.collect(box, state.base_sha)
-        if state.fork and state.new_sha:  # in case onloop cannot push to the fork
+        state.new_sha = work.collect(box, state.base_sha)
+        if pull.fork and state.new_sha:  # in case onloop cannot push to the fork
             patch = box.exec(["git", "format-patch", "--stdout", f"{state.base_sha}..HEAD"])
             state.patch = patch.stdout
     return (
@@ -66,44 +73,43 @@ def _rebase_in_sandbox(state: Rebase) -> str | None:
 
 
 def _push(state: Rebase) -> str | None:
-    if state.outcome == "conflicts":
+    pull = state.pull
+    if state.outcome == RebaseOutcome.CONFLICTS:
         return "nothing pushed: conflicts"
     if not state.new_sha or state.new_sha == state.head_sha:
-        state.outcome = "up_to_date"
+        state.outcome = RebaseOutcome.UP_TO_DATE
         return "already up to date"
-    head_repo = state.pr.head.repo
-    if state.fork and (head_repo is None or not state.pr.maintainer_can_modify):
-        state.outcome = "patch"
+    if not pull.can_push_to_head:
+        state.outcome = RebaseOutcome.PATCH
         return "fork without maintainer_can_modify: patch commented"
-    assert head_repo is not None
     new_sha = state.new_sha
     try:
         as_person(
-            state.job,
-            lambda: state.job.push(
-                new_sha, state.pr.head.ref, lease=state.head_sha, clone_url=head_repo.clone_url
+            state.work,
+            lambda: state.work.push(
+                new_sha, pull.head_ref, lease=pull.head_sha, clone_url=pull.head_clone_url
             ),
         )
     except GitError as exc:
         # Edits by maintainers reach a fork only for those who may write to this repository
         # (https://docs.github.com/en/pull-requests/collaborating-with-pull-requests/working-with-forks/allowing-changes-to-a-pull-request-branch-created-from-a-fork).
-        if not (state.fork and "returned error: 403" in exc.output):
+        if not (pull.fork and "returned error: 403" in exc.output):
             raise
-        state.outcome = "patch"
+        state.outcome = RebaseOutcome.PATCH
         return "the fork refused the push (403): patch commented"
-    state.outcome = "pushed"
+    state.outcome = RebaseOutcome.PUSHED
     return f"pushed {state.new_sha[:12]} with --force-with-lease={state.head_sha[:12]}"
 
 
 def _report(state: Rebase) -> str | None:
-    head, base = state.pr.head.ref, state.pr.base.ref
-    if state.outcome == "pushed":
+    head, base = state.pull.head_ref, state.pr.base.ref
+    if state.outcome == RebaseOutcome.PUSHED:
         body = (
             f"Rebased `{head}` onto `{base}` ({state.head_sha[:7]} → {(state.new_sha or '')[:7]})."
         )
-    elif state.outcome == "up_to_date":
+    elif state.outcome == RebaseOutcome.UP_TO_DATE:
         body = f"`{head}` is already based on the tip of `{base}`; nothing to do."
-    elif state.outcome == "patch":
+    elif state.outcome == RebaseOutcome.PATCH:
         body = (
             f"`{head}` lives in a fork that onloop may not push to (it needs *Allow edits by "
             "maintainers* ticked, and you need write access here), so it did not push. Apply "
@@ -118,13 +124,14 @@ def _report(state: Rebase) -> str | None:
             "# fix the files, git add them, then: git rebase --continue\n"
             "git push --force-with-lease\n```"
         )
+    work = state.work
     as_person(
-        state.job,
+        work,
         lambda: upsert_comment(
-            state.job.user_repo.get_issue(state.pr.number),
-            f"job-{state.job.ctx.job.id}",
+            work.user_repo.get_issue(state.pull.number),
+            f"job-{work.ctx.job.id}",
             body,
-            state.job.login,
+            work.login,
         ),
     )
     return state.outcome
@@ -139,16 +146,15 @@ STEPS: list[Step[Rebase]] = [
 
 def run_rebase(ctx: JobContext) -> dict[str, Any]:
     ctx.plan = ["policy", "authorization", *(s.name for s in STEPS)]
-    job = begin(ctx, "rebase")
+    work = begin(ctx, "rebase")
     assert ctx.job.number is not None
-    pr = job.repo.get_pull(ctx.job.number)
-    state = Rebase(
-        job, pr, base_sha=job.repo.get_branch(pr.base.ref).commit.sha, head_sha=pr.head.sha
-    )
+    pr = work.repo.get_pull(ctx.job.number)
+    base_sha = work.repo.get_branch(pr.base.ref).commit.sha
+    state = Rebase(work, pr, PullRef.of(pr, work.repo), base_sha=base_sha)
     with ctx.db.transaction() as s:
         s.execute(update(Job).where(Job.id == ctx.job.id).values(head_sha=state.head_sha))
     run_steps(ctx, STEPS, state)
     result = {"outcome": state.outcome, "old": state.head_sha, "new": state.new_sha}
-    if state.outcome == "conflicts":
+    if state.outcome == RebaseOutcome.CONFLICTS:
         raise JobFailed("conflicts", conflicts=state.conflicts, **result)
     return result

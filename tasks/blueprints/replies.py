@@ -10,6 +10,7 @@ from sqlalchemy import select, update
 
 from app.core.kinds import SANDBOXED, command_of
 from app.github.comments import upsert_comment
+from app.intake.commands import CommandParams
 from app.policy.repo_config import ALLOWED_COMMANDS
 from app.store.models import LIVE_STATES, Job, JobState, utcnow
 from tasks.blueprints.common import installation_repo
@@ -17,6 +18,7 @@ from tasks.feedback import listeners as feedback
 from tasks.feedback import progress
 from tasks.runner.context import JobContext
 from tasks.runner.repo_settings import LoadedConfig, load_repo_config
+from tasks.runner.steps import read_steps
 
 STATUS_MARKER = re.compile(r"<!-- onloop:job-(\d+)-status -->")
 VERB_HELP = {
@@ -39,7 +41,7 @@ def reply(ctx: JobContext, repo: Repository, body: str) -> int:
     return int(comment.id)
 
 
-def help_text(loaded: LoadedConfig, params: dict[str, Any]) -> str:
+def help_text(loaded: LoadedConfig, params: CommandParams) -> str:
     lines: list[str] = []
     if params.get("unknown_verb"):
         lines.append(f"I don't know the command `/agent {params['unknown_verb']}`.\n")
@@ -71,8 +73,8 @@ def run_help(ctx: JobContext) -> dict[str, Any]:
     repo = repository(ctx)
     with ctx.step("reply") as step:
         loaded = load_repo_config(ctx.db, repo)
-        step["output"] = f"comment {reply(ctx, repo, help_text(loaded, ctx.params))}"
-    return {"comment": step["output"]}
+        step.output = f"comment {reply(ctx, repo, help_text(loaded, ctx.params))}"
+    return {"comment": step.output}
 
 
 def _pr_jobs(ctx: JobContext, live_only: bool) -> list[Job]:
@@ -103,13 +105,13 @@ def status_text(jobs: list[Job], urls: dict[int, str]) -> str:
     for j in jobs:
         state = f"{progress.ICONS.get(j.state, '')} {j.state}".strip()
         if j.state == JobState.RUNNING and j.steps:
-            state += f", {progress.position(j.steps, [])}".replace("**", "")
-        job = f"[#{j.id}]({urls[j.id]})" if j.id in urls else f"#{j.id}"
-        rows.append(f"| {job} | {command_of(j.kind)} | {state} | @{j.requested_by} |")
+            state += f", {progress.position(read_steps(j.steps), [])}".replace("**", "")
+        link = f"[#{j.id}]({urls[j.id]})" if j.id in urls else f"#{j.id}"
+        rows.append(f"| {link} | {command_of(j.kind)} | {state} | @{j.requested_by} |")
     shown = [j for j in jobs if j.state in LIVE_STATES] or jobs[:1]
     for j in shown[:3]:
         rows += ["", f"**#{j.id}** {command_of(j.kind)}, {j.state}:", ""]
-        rows += progress.step_lines(j.steps or []) or ["- no steps yet"]
+        rows += progress.step_lines(read_steps(j.steps)) or ["- no steps yet"]
         error = (j.result or {}).get("error") or (j.result or {}).get("reason")
         if error:
             rows += ["", f"> {str(error)[:300]}"]
@@ -150,7 +152,7 @@ def run_cancel(ctx: JobContext) -> dict[str, Any]:
             cancelled.append(job)
     for job in cancelled:
         if job.state != JobState.RUNNING:
-            other = JobContext(ctx.settings, ctx.db, job, steps=list(job.steps or []))
+            other = JobContext(ctx.settings, ctx.db, job, steps=read_steps(job.steps))
             feedback.settle(other, JobState.CANCELLED, {"reason": reason})
     lines = [
         f"- #{j.id} {command_of(j.kind)} ({j.state})"

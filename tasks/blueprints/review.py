@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from github import GithubException
@@ -16,7 +17,8 @@ from app.github.comments import details, marker
 from app.store.models import Job
 from tasks.agent import AgentConfigError, AgentTask, budget_from, get_agent
 from tasks.blueprints import Step, run_steps
-from tasks.blueprints.common import Session, begin, installation_repo
+from tasks.blueprints.common import Work, begin, installation_repo
+from tasks.blueprints.pulls import PullRef
 from tasks.git.process import git
 from tasks.review.diff import DIFF_OPTIONS, ChangedLines, changed_lines, parse_diff
 from tasks.review.findings import (
@@ -33,16 +35,52 @@ from tasks.review.findings import (
 from tasks.review.suggest import Built, Edit, ReviewComment, build_comments, edits_from
 from tasks.runner.context import Cancelled, JobContext
 from tasks.runner.people import as_person
+from tasks.runner.steps import StepKind
 from tasks.sandbox.base import ExecResult, Sandbox, SandboxError
 
 MAX_DIFF_FOR_AGENT = 30_000
 
 
+class ReviewEvent(StrEnum):
+    """The review events onloop posts (it never approves: tests/e2e/test_never_merges.py)."""
+
+    COMMENT = "COMMENT"
+    REQUEST_CHANGES = "REQUEST_CHANGES"
+
+
+@dataclass(frozen=True)
+class Posted:
+    """The review onloop posted, or the one it found already posted on this head."""
+
+    review_id: int
+    review_url: str
+    already: bool = False
+    event: ReviewEvent | None = None
+    comments: int = 0
+    suggestions: int = 0
+    findings: int = 0
+    left_out: int = 0  # findings and fixes on lines the pull request did not change
+
+    def to_json(self) -> dict[str, Any]:
+        """Its part of the job's result (tasks.feedback.progress reads it)."""
+        found: dict[str, Any] = {"review_id": self.review_id, "review_url": self.review_url}
+        if self.already:
+            return {**found, "already": True}
+        return {
+            **found,
+            "event": self.event,
+            "comments": self.comments,
+            "suggestions": self.suggestions,
+            "findings": self.findings,
+            "left_out": self.left_out,
+        }
+
+
 @dataclass
 class Review:
-    job: Session
+    work: Work
     pr: PullRequest
-    head_sha: str
+    pull: PullRef
     base_sha: str
     stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
     box: Sandbox | None = None
@@ -58,16 +96,15 @@ class Review:
     agent_comments: list[ReviewComment] = field(default_factory=list)
     agent_note: str = ""
     built: Built = field(default_factory=Built)
-    result: dict[str, Any] = field(default_factory=dict)
+    posted: Posted | None = None
 
     @property
     def ctx(self) -> JobContext:
-        return self.job.ctx
+        return self.work.ctx
 
     @property
-    def fork(self) -> bool:
-        head = self.pr.head.repo
-        return head is None or head.full_name != self.job.repo.full_name
+    def head_sha(self) -> str:
+        return self.pull.head_sha
 
     @property
     def tag(self) -> str:
@@ -90,7 +127,7 @@ class Review:
 
 
 def _mirror_git(state: Review, args: Sequence[str]) -> str:
-    cache, name = state.job.place.cache, state.job.repo.full_name
+    cache, name = state.work.place.cache, state.work.repo.full_name
     with cache.lock(name, shared=True):
         return git(list(args), cache.mirror_path(name)).stdout
 
@@ -102,10 +139,9 @@ def _head_lines(state: Review, path: str) -> list[str]:
 def _diff(state: Review) -> str | None:
     """The PR's changed lines: `git diff` from the merge base, in the worker's mirror (the
     same three-dot diff GitHub shows and checks review comments against)."""
-    job, name = state.job, state.job.repo.full_name
-    refs = [f"refs/pull/{state.pr.number}/head"] if state.fork else []
+    work, name, refs = state.work, state.work.repo.full_name, state.pull.fetch_refs
     for sha in (state.head_sha, state.base_sha):
-        job.place.cache.ensure(name, job.repo.clone_url, job.install_token, sha=sha, refs=refs)
+        work.place.cache.ensure(name, work.repo.clone_url, work.install_token, sha=sha, refs=refs)
     base = _mirror_git(state, ["merge-base", state.base_sha, state.head_sha]).strip()
     state.diff = _mirror_git(state, [*DIFF_OPTIONS, base, state.head_sha])
     state.changed = changed_lines(parse_diff(state.diff))
@@ -117,11 +153,11 @@ def _diff(state: Review) -> str | None:
 
 def _existing_review(state: Review) -> PullRequestReview | None:
     """This person's onloop review of this head, if there is one (asked twice: one review)."""
-    pr = as_person(state.job, lambda: state.job.user_repo.get_pull(state.pr.number))
+    pr = as_person(state.work, lambda: state.work.user_repo.get_pull(state.pull.number))
     for review in pr.get_reviews():
         if (
             review.user is not None
-            and review.user.login == state.job.login
+            and review.user.login == state.work.login
             and review.commit_id == state.head_sha
             and state.tag in (review.body or "")
         ):
@@ -132,8 +168,7 @@ def _existing_review(state: Review) -> PullRequestReview | None:
 def _sandbox(state: Review) -> str | None:
     if state.existing or not state.changed.paths:
         return "not needed"
-    refs = [f"refs/pull/{state.pr.number}/head"] if state.fork else []
-    js = state.stack.enter_context(state.job.sandbox(state.head_sha, refs=refs))
+    js = state.stack.enter_context(state.work.sandbox(state.head_sha, refs=state.pull.fetch_refs))
     state.box = js.sandbox
     state.stack.enter_context(state.ctx.cancel_watch(js.sandbox.stop))
     return f"sandbox on {state.head_sha[:12]} ({js.image})"
@@ -178,7 +213,7 @@ def _agent(state: Review) -> str | None:
 def _fixers(state: Review) -> str | None:
     if state.box is None:
         return "not needed"
-    commands = fixers(state.detected, state.chosen, state.job.config.checks.fix)
+    commands = fixers(state.detected, state.chosen, state.work.config.checks.fix)
     state.fixer_runs = run_fixers(state.exec, commands)
     fixed = state.exec(["git", *DIFF_OPTIONS, "HEAD", "--", *state.changed.paths])
     files = [f for f in parse_diff(fixed.stdout) if f.path in state.changed.right]
@@ -191,41 +226,40 @@ def _fixers(state: Review) -> str | None:
 
 def _post(state: Review) -> str | None:
     if state.existing is not None:
-        state.result = {"review_url": state.existing.html_url, "review_id": state.existing.id}
-        state.result["already"] = True
+        state.posted = Posted(state.existing.id, state.existing.html_url, already=True)
         return f"already reviewed: {state.existing.html_url}"
-    names = [label(c) for c in fixers(state.detected, state.chosen, state.job.config.checks.fix)]
+    names = [label(c) for c in fixers(state.detected, state.chosen, state.work.config.checks.fix)]
     state.built = build_comments(
         state.findings, state.edits, state.changed, names, state.agent_comments
     )
-    review, comments, event = as_person(state.job, lambda: _publish(state))
-    state.result = {
-        "review_id": review.id,
-        "review_url": review.html_url,
-        "event": event,
-        "comments": len(comments),
-        "suggestions": sum("suggestion\n" in c.body for c in comments),
-        "findings": len(state.findings),
-        "left_out": state.built.outside + state.built.fixes_outside,
-    }
+    review, comments, event = as_person(state.work, lambda: _publish(state))
+    state.posted = Posted(
+        review.id,
+        review.html_url,
+        event=event,
+        comments=len(comments),
+        suggestions=sum("suggestion\n" in c.body for c in comments),
+        findings=len(state.findings),
+        left_out=state.built.outside + state.built.fixes_outside,
+    )
     return f"{event} with {len(comments)} comments: {review.html_url}"
 
 
-def _publish(state: Review) -> tuple[PullRequestReview, list[ReviewComment], str]:
+def _publish(state: Review) -> tuple[PullRequestReview, list[ReviewComment], ReviewEvent]:
     """One review with the person's token: COMMENT, or REQUEST_CHANGES where the repository
     allows it; never APPROVE. Comments this person already has on the PR are not repeated."""
-    job = state.job
-    repo = job.user_repo
-    pr = repo.get_pull(state.pr.number)
+    work = state.work
+    repo = work.user_repo
+    pr = repo.get_pull(state.pull.number)
     present = {
         (c.path, c.line, c.body)
         for c in pr.get_review_comments()
-        if c.user is not None and c.user.login == job.login
+        if c.user is not None and c.user.login == work.login
     }
     comments = [c for c in state.built.comments if (c.path, c.line, c.body) not in present]
-    event = "COMMENT"
-    if job.config.review.request_changes and comments and pr.user.login != job.login:
-        event = "REQUEST_CHANGES"  # GitHub refuses it on one's own pull request
+    event = ReviewEvent.COMMENT
+    if work.config.review.request_changes and comments and pr.user.login != work.login:
+        event = ReviewEvent.REQUEST_CHANGES  # GitHub refuses it on one's own pull request
     commit = repo.get_commit(state.head_sha)
     try:
         review = pr.create_review(
@@ -293,8 +327,9 @@ def run_review(ctx: JobContext) -> dict[str, Any]:
     assert ctx.job.number is not None
     found = installation_repo(ctx)
     pr = found[1].get_pull(ctx.job.number)
-    job = begin(ctx, "review", found, pr)
-    state = Review(job, pr, head_sha=pr.head.sha, base_sha=pr.base.sha)
+    pull = PullRef.of(pr, found[1])
+    work = begin(ctx, "review", found, pull)
+    state = Review(work, pr, pull, base_sha=pr.base.sha)
     ctx.head_sha = state.head_sha
     with ctx.db.transaction() as s:
         s.execute(update(Job).where(Job.id == ctx.job.id).values(head_sha=state.head_sha))
@@ -302,15 +337,15 @@ def run_review(ctx: JobContext) -> dict[str, Any]:
         Step("diff", _diff),
         Step("sandbox", _sandbox),
         Step("lint", _lint),
-        *([Step("agent", _agent, kind="agent")] if agent else []),
+        *([Step("agent", _agent, kind=StepKind.AGENT)] if agent else []),
         Step("fixers", _fixers),
         Step("review", _post),
     ]
     with state.stack:
         run_steps(ctx, steps, state)
-    comments = int(state.result.get("comments") or 0)
+    assert state.posted is not None  # the last step posts (or finds) the review
     return {
-        **state.result,
+        **state.posted.to_json(),
         "head": state.head_sha,
-        "conclusion": "neutral" if comments else "success",
+        "conclusion": "neutral" if state.posted.comments else "success",
     }

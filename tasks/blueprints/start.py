@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from github.PullRequest import PullRequest
 from github.Repository import Repository
 from sqlalchemy import update
 
@@ -12,6 +11,7 @@ from app.policy import governance
 from app.policy.org_config import effective_for
 from app.policy.repo_config import ConfigError
 from app.store.models import Job
+from tasks.blueprints.pulls import PullRef
 from tasks.runner.context import JobContext, JobFailed
 from tasks.runner.notices import notice
 from tasks.runner.people import role_of
@@ -97,13 +97,11 @@ def check_policy(
     repo: Repository,
     loaded: LoadedConfig,
     login: str,
-    pr: PullRequest | None = None,
+    pull: PullRef | None = None,
 ) -> str:
     """The person's role, once every policy rule allows the job; otherwise one polite notice
     (none for automatic fixes nobody asked for) and JobFailed naming the rule."""
     role = role_of(repo, login)
-    head = pr.head.repo if pr is not None else None
-    fork = pr is not None and (head is None or head.full_name != repo.full_name)
     automatic = bool(ctx.params.get("automatic"))
     request = governance.Request(
         kind=ctx.job.kind,
@@ -111,8 +109,8 @@ def check_policy(
         requested_by=login,
         role=role,
         automatic=automatic,
-        fork=fork,
-        maintainer_can_modify=bool(pr is not None and pr.maintainer_can_modify),
+        fork=pull is not None and pull.fork,
+        maintainer_can_modify=pull is not None and pull.maintainer_can_modify,
     )
     verdict = governance.check(
         ctx.db,

@@ -24,6 +24,7 @@ from app.store.models import Job, JobState
 from tasks.feedback import progress
 from tasks.feedback.throttle import Throttle
 from tasks.runner.context import JobContext, JobListener
+from tasks.runner.steps import read_steps
 
 log = logging.getLogger(__name__)
 
@@ -236,13 +237,13 @@ def _with_reason(ctx: JobContext, state: str, result: dict[str, Any]) -> dict[st
 
 def acknowledge(ctx: JobContext, access: Access) -> None:
     """👀 on the comment that asked for the job: the first thing the worker does for it."""
-    comment_id = ctx.command.get("comment_id")
+    comment_id = ctx.command.comment_id
     if not comment_id:
         return
     with access.lock:
         access.client().requester.requestJsonAndCheck(
             "POST",
-            f"/repos/{ctx.job.repo}/issues/comments/{int(comment_id)}/reactions",
+            f"/repos/{ctx.job.repo}/issues/comments/{comment_id}/reactions",
             input={"content": "eyes"},
         )
 
@@ -270,7 +271,7 @@ def queued(settings: Settings, db: Database, job: Job, reason: str, position: in
     back in the queue, or when its place changes."""
     if job.installation_id is None:
         return
-    ctx = JobContext(settings, db, job, steps=list(job.steps or []))
+    ctx = JobContext(settings, db, job, steps=read_steps(job.steps))
     access = Access(ctx)
     try:
         acknowledge(ctx, access)

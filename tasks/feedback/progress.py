@@ -7,13 +7,15 @@ from typing import Any
 
 from app.core.kinds import Kind, command_of
 from app.github.comments import details
+from app.intake.commands import Command
 from app.store.models import Job, JobState
+from tasks.runner.steps import StepRecord, StepState
 
 ICONS = {
-    "running": "⏳",
-    "succeeded": "✅",
-    "failed": "❌",
-    "cancelled": "⏹️",
+    StepState.RUNNING: "⏳",
+    StepState.SUCCEEDED: "✅",
+    StepState.FAILED: "❌",
+    StepState.CANCELLED: "⏹️",
     "pending": "◻️",
     JobState.WAITING_FOR_AUTHORIZATION: "⏸️",
 }
@@ -24,31 +26,29 @@ LIMIT = 60_000  # GitHub's comment and check run output limit is 65535 character
 
 
 def who(job: Job) -> str:
-    automatic = job.kind == Kind.FIX_CI and (job.params or {}).get("params", {}).get("automatic")
+    params = Command.from_params(job.params or {}).params
+    automatic = job.kind == Kind.FIX_CI and params.get("automatic")
     return "a failing CI run" if automatic else f"@{job.requested_by}"
 
 
-def work_started(steps: Sequence[Mapping[str, Any]]) -> bool:
+def work_started(steps: Sequence[StepRecord]) -> bool:
     """Past policy and authorisation: the person may act and onloop acts for them."""
     for step in steps:
-        if step.get("name") not in BEFORE_WORK:
+        if step.name not in BEFORE_WORK:
             return True
-        if step.get("name") == "authorization" and step.get("state") == "succeeded":
+        if step.name == "authorization" and step.state == StepState.SUCCEEDED:
             return True
     return False
 
 
-def _duration(step: Mapping[str, Any]) -> str:
-    seconds = step.get("duration")
-    return f" · {seconds:.1f} s" if isinstance(seconds, int | float) else ""
+def _duration(step: StepRecord) -> str:
+    return f" · {step.duration:.1f} s" if step.duration is not None else ""
 
 
-def step_lines(steps: Sequence[Mapping[str, Any]], plan: Sequence[str] = ()) -> list[str]:
+def step_lines(steps: Sequence[StepRecord], plan: Sequence[str] = ()) -> list[str]:
     """One Markdown list item per step done or running, then the planned ones still to come."""
-    lines = [
-        f"- {ICONS.get(str(s.get('state')), '•')} {s.get('name')}{_duration(s)}" for s in steps
-    ]
-    done = [s.get("name") for s in steps]
+    lines = [f"- {ICONS.get(s.state, '•')} {s.name}{_duration(s)}" for s in steps]
+    done = [s.name for s in steps]
     rest = list(plan)
     for name in done:  # a plan is a sequence: skip what has run, in order
         if name in rest:
@@ -57,11 +57,11 @@ def step_lines(steps: Sequence[Mapping[str, Any]], plan: Sequence[str] = ()) -> 
     return lines
 
 
-def position(steps: Sequence[Mapping[str, Any]], plan: Sequence[str]) -> str:
+def position(steps: Sequence[StepRecord], plan: Sequence[str]) -> str:
     """ "step 3 of 7: **lint**" for the running (or last) step."""
     if not steps:
         return "starting"
-    k, name = len(steps), steps[-1].get("name")
+    k, name = len(steps), steps[-1].name
     return f"step {k} of {max(len(plan), k)}: **{name}**" if plan else f"step {k}: **{name}**"
 
 
@@ -74,7 +74,7 @@ def links(result: Mapping[str, Any], extra: Mapping[str, str | None]) -> str:
     return "".join(f" · [{name}]({url})" for name, url in found.items() if isinstance(url, str))
 
 
-def running_text(job: Job, steps: Sequence[Mapping[str, Any]], plan: Sequence[str]) -> str:
+def running_text(job: Job, steps: Sequence[StepRecord], plan: Sequence[str]) -> str:
     return "\n".join(
         [
             f"{ICONS['running']} **Working** on {command_of(job.kind)} from {who(job)} "
@@ -124,7 +124,7 @@ def next_step(job: Job, state: str, result: Mapping[str, Any]) -> str:
 
 def final_text(
     job: Job,
-    steps: Sequence[Mapping[str, Any]],
+    steps: Sequence[StepRecord],
     state: str,
     result: Mapping[str, Any],
     extra_links: Mapping[str, str | None],
@@ -133,7 +133,7 @@ def final_text(
     """The last word of a job: its outcome, links, what to do next, folded details."""
     ran = f"{command_of(job.kind)} from {who(job)} (job #{job.id})"
     more = links(result, extra_links)
-    total = sum(float(s.get("duration") or 0) for s in steps)
+    total = sum(s.duration or 0.0 for s in steps)
     folded = details(f"{len(steps)} steps · {total:.1f} s", "\n".join(step_lines(steps)))
     folded = folded.replace("```\n", "").replace("\n```", "")  # a list, not a code block
     if state == JobState.SUCCEEDED:
@@ -152,8 +152,8 @@ def final_text(
             f"onloop cannot do that now: {why}. @{job.requested_by}, "
             f"[authorise onloop]({authorize_url}) and the job resumes by itself."
         )
-    failed = next((s for s in reversed(steps) if s.get("state") == "failed"), None)
-    where = f" at step **{failed.get('name')}**" if failed else ""
+    failed = next((s for s in reversed(steps) if s.state == StepState.FAILED), None)
+    where = f" at step **{failed.name}**" if failed else ""
     error = str(result.get("error") or "it stopped")
     parts = [f"{ICONS['failed']} **Failed**{where}: {ran}{more}", "", error]
     if notes(result):
@@ -162,9 +162,9 @@ def final_text(
     if hint:
         parts += ["", f"**What you can do:** {hint}"]
     log = next((str(result[k]) for k in LOG_KEYS if result.get(k)), "")
-    log = log or str((failed or {}).get("output") or "")
+    log = log or (failed.output if failed else "")
     if log.strip():
-        parts += ["", details(f"output of {failed.get('name') if failed else 'the job'}", log)]
+        parts += ["", details(f"output of {failed.name if failed else 'the job'}", log)]
     parts += ["", folded]
     return "\n".join(parts)
 
@@ -176,10 +176,10 @@ def notes(result: Mapping[str, Any]) -> str:
 
 def result_summary(result: Mapping[str, Any]) -> str:
     """One line about what a job produced, where its result says."""
+    if result.get("already"):  # a review job's result then has no `comments`
+        return "This head was reviewed already; see the review."
     if "comments" in result:
         n, s = int(result.get("comments") or 0), int(result.get("suggestions") or 0)
-        if result.get("already"):
-            return "This head was reviewed already; see the review."
         return f"Review with {n} comment{'s' * (n != 1)} ({s} with a suggested fix)."
     if result.get("outcome"):
         return f"Outcome: `{result['outcome']}`."
@@ -198,13 +198,11 @@ def conclusion(state: str, result: Mapping[str, Any]) -> str:
     return conclusions.get(state, "failure")
 
 
-def check_output(
-    job: Job, steps: Sequence[Mapping[str, Any]], title: str, summary: str
-) -> dict[str, str]:
+def check_output(job: Job, steps: Sequence[StepRecord], title: str, summary: str) -> dict[str, str]:
     """A check run's `output`: title, the status text as summary, each step's output tail."""
     text = "\n\n".join(
-        details(f"{s.get('name')} ({s.get('state')})", str(s.get("output") or s.get("error") or ""))
+        details(f"{s.name} ({s.state})", s.output or s.error or "")
         for s in steps
-        if s.get("output") or s.get("error")
+        if s.output or s.error
     )
     return {"title": title[:200], "summary": summary[:LIMIT], "text": text[-LIMIT:]}

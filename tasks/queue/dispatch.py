@@ -25,6 +25,7 @@ from tasks.runner.lease import (
     republish_unclaimed,
     requeue_abandoned,
 )
+from tasks.runner.steps import read_steps
 
 log = get_logger("onloop.dispatch")
 
@@ -108,7 +109,7 @@ def _settle(settings: Settings, db: Database, job: Job) -> None:
     """feedback.settle, but a failed GitHub call raises (so the job is tried again)."""
     if job.installation_id is None:
         return
-    ctx = JobContext(settings, db, job, steps=list(job.steps or []))
+    ctx = JobContext(settings, db, job, steps=read_steps(job.steps))
     access = feedback.Access(ctx)
     status = feedback.StatusComment(ctx, access, attach=True)
     status.started = True

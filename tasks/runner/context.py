@@ -14,9 +14,11 @@ from sqlalchemy import select
 
 from app.core.settings import Settings
 from app.core.telemetry import telemetry
+from app.intake.commands import Command, CommandParams
 from app.store import audit
 from app.store.db import Database
 from app.store.models import Job, JobState
+from tasks.runner.steps import StepKind, StepRecord, StepState
 from tasks.sandbox.workplace import Workplace
 
 log = logging.getLogger(__name__)
@@ -55,7 +57,7 @@ class JobContext:
     db: Database
     job: Job
     cancel: threading.Event = field(default_factory=threading.Event)
-    steps: list[dict[str, Any]] = field(default_factory=list)
+    steps: list[StepRecord] = field(default_factory=list)
     listeners: list[JobListener] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # said with the outcome (e.g. egress refusals)
     head_sha: str | None = None  # the commit the job works on, once known (for check runs)
@@ -71,15 +73,20 @@ class JobContext:
         return self.workplaces()
 
     @property
-    def command(self) -> dict[str, Any]:
-        """The Command the job was made from, as stored at intake."""
-        return self.job.params or {}
+    def command(self) -> Command:
+        """The Command the job was made from, rebuilt from what intake stored."""
+        return Command.from_params(self.job.params or {})
 
     @property
-    def params(self) -> dict[str, Any]:
+    def params(self) -> CommandParams:
         """The command's own parameters (verb, args, run ids...)."""
-        inner = self.command.get("params")
-        return inner if isinstance(inner, dict) else {}
+        return self.command.params
+
+    @property
+    def authorization_expired(self) -> bool:
+        """Set on the stored command when the job waited too long for an authorisation
+        (tasks.runner.lease.expire_waiting): it runs once more only to say so."""
+        return bool((self.job.params or {}).get("authorization_expired"))
 
     def check_cancelled(self) -> None:
         """Raise Cancelled when the job is no longer wanted."""
@@ -128,7 +135,7 @@ class JobContext:
         with self.db.transaction() as s:
             row = s.get(Job, self.job.id)
             if row is not None:
-                row.steps = [dict(step) for step in self.steps]
+                row.steps = [step.to_json() for step in self.steps]
         self.tell("steps_changed")
 
     def tell(self, event: str, *args: Any) -> None:
@@ -140,35 +147,40 @@ class JobContext:
                 log.warning("job listener failed", exc_info=True, extra={"event": event})
 
     @contextmanager
-    def step(self, name: str, kind: str = "deterministic") -> Iterator[dict[str, Any]]:
+    def step(self, name: str, kind: StepKind = StepKind.DETERMINISTIC) -> Iterator[StepRecord]:
         """Record a step's state, duration and output tail on the job."""
         self.check_cancelled()
-        record: dict[str, Any] = {"name": name, "kind": kind, "state": "running", "output": ""}
+        record = StepRecord(name, kind)
         self.steps.append(record)
         self._save_steps()
         started = time.monotonic()
         try:
             yield record
         except Cancelled:
-            record["state"] = "cancelled"
+            record.state = StepState.CANCELLED
             raise
         except BaseException as exc:
-            record["state"] = "failed"
-            record["error"] = str(exc)[:500]
+            record.state = StepState.FAILED
+            record.error = str(exc)[:500]
             raise
         else:
-            record["state"] = "succeeded"
+            record.state = StepState.SUCCEEDED
         finally:
-            record["duration"] = round(time.monotonic() - started, 3)
+            record.duration = round(time.monotonic() - started, 3)
             telemetry(self.settings.redis_url).observe(
-                "step_duration_seconds", record["duration"], kind=self.job.kind, step=name
+                "step_duration_seconds", record.duration, kind=self.job.kind, step=name
             )
             audit.record(
                 self.db,
                 audit.STEP,
                 repo=self.job.repo,
                 job_id=self.job.id,
-                detail={k: record.get(k) for k in ("name", "kind", "state", "duration")},
+                detail={
+                    "name": record.name,
+                    "kind": str(record.kind),
+                    "state": str(record.state),
+                    "duration": record.duration,
+                },
             )
-            record["output"] = str(record.get("output", ""))[-OUTPUT_TAIL:]
+            record.output = record.output[-OUTPUT_TAIL:]
             self._save_steps()

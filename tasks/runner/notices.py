@@ -28,14 +28,3 @@ def ask_to_authorize(ctx: JobContext, repo: Repository, login: str, reason: str)
         f"reviews it, but it cannot act for you now: {reason}. [Authorise onloop]({link}) "
         f"and this `{ctx.job.kind}` job resumes by itself.",
     )
-
-
-def refuse(ctx: JobContext, repo: Repository, login: str, role: str, required: str) -> None:
-    notice(
-        ctx,
-        repo,
-        "refused",
-        f"Sorry @{login}, `{ctx.job.kind}` needs {required} permission on this repository and "
-        f"you have {role}. Ask a maintainer to run it, or to change `trigger_permission` in "
-        "`.github/onloop.yml`.",
-    )

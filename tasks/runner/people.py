@@ -94,7 +94,7 @@ def refused_token(exc: BaseException) -> bool:
 
 
 class ActsAsPerson(Protocol):
-    """What `as_person` needs of a job's session (tasks.blueprints.common.Session)."""
+    """What `as_person` needs of a job's work (tasks.blueprints.common.Work)."""
 
     ctx: JobContext
     repo: Repository
@@ -105,8 +105,8 @@ class ActsAsPerson(Protocol):
 T = TypeVar("T")
 
 
-def as_person(session: ActsAsPerson, action: Callable[[], T]) -> T:
-    """Run `action`, which uses `session.token`. When GitHub refuses the token (401), the
+def as_person(work: ActsAsPerson, action: Callable[[], T]) -> T:
+    """Run `action`, which uses `work.token`. When GitHub refuses the token (401), the
     token is renewed (another worker's refresh, or a refresh now) and `action` runs once
     more; when the person's authorisation is gone, onloop asks for it again and the job
     waits (WaitForAuthorization), resuming after they authorise."""
@@ -115,23 +115,21 @@ def as_person(session: ActsAsPerson, action: Callable[[], T]) -> T:
     except (GithubException, GitError) as exc:
         if not refused_token(exc):
             raise
-    ctx = session.ctx
+    ctx = work.ctx
     try:
-        session.token = user_token(
-            ctx, session.login, ctx.job.requested_by_id, rejected=session.token
-        )
-        vars(session).pop("user_repo", None)  # a cached client with the old token
+        work.token = user_token(ctx, work.login, ctx.job.requested_by_id, rejected=work.token)
+        vars(work).pop("user_repo", None)  # a cached client with the old token
         try:
             return action()
         except (GithubException, GitError) as exc:
             if not refused_token(exc):
                 raise
-            uid = ctx.job.requested_by_id or find_user_id(ctx.db, session.login)
+            uid = ctx.job.requested_by_id or find_user_id(ctx.db, work.login)
             if uid is not None:
                 forget(ctx.db, uid)
-            raise NeedsAuthorization(session.login, "GitHub no longer accepts your token") from None
+            raise NeedsAuthorization(work.login, "GitHub no longer accepts your token") from None
     except NeedsAuthorization as exc:
-        ask_to_authorize(ctx, session.repo, session.login, exc.reason)
+        ask_to_authorize(ctx, work.repo, work.login, exc.reason)
         raise WaitForAuthorization(exc.reason) from None
 
 

@@ -20,6 +20,7 @@ from tasks.feedback import listeners as feedback
 from tasks.queue.dispatch import Dispatcher, settle_given_up
 from tasks.runner.context import JobContext
 from tasks.runner.lease import GIVEN_UP, claim, requeue_abandoned
+from tasks.runner.steps import read_steps
 from tests.doubles.github.double import GitHubDouble
 from tests.doubles.github.settings import settings_for
 from tests.doubles.redis_server import RedisServer
@@ -77,7 +78,8 @@ def worker_dies_in_the_sandbox(settings: Settings, db: Database, job_id: int, at
         job = s.get(Job, job_id)
         assert job is not None
         s.expunge(job)
-    ctx = JobContext(settings, db, job, steps=steps, plan=["policy", "authorization", "sandbox"])
+    plan = ["policy", "authorization", "sandbox"]
+    ctx = JobContext(settings, db, job, steps=read_steps(steps), plan=plan)
     for listener in feedback.listeners_for(ctx):
         listener.steps_changed(ctx)  # then the OOM killer: no `finished`
     with db.transaction() as s:  # its lease runs out
