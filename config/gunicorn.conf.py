@@ -1,5 +1,7 @@
 """gunicorn settings for `onloop web`; the bind address comes from `--bind`."""
 
+from gunicorn.glogging import Logger
+
 from app.core.settings import load_settings
 
 # The same settings as onloop's own (environment, then .env), so the chart's and .env's agree.
@@ -16,3 +18,19 @@ accesslog = "-" if _settings.access_log else None
 # Never log query strings: OAuth callbacks carry a one-time code there.
 access_log_format = '%(h)s "%(m)s %(U)s" %(s)s %(b)s %(D)sus'
 errorlog = "-"
+loglevel = _settings.log_level.lower()
+
+
+class _ThroughRoot(Logger):
+    """gunicorn's error and access lines go to the root logger's one handler, in onloop's
+    format (app.core.logs), instead of to gunicorn's own handlers and formats."""
+
+    def setup(self, cfg: object) -> None:
+        super().setup(cfg)
+        for log in (self.error_log, self.access_log):
+            for handler in [h for h in log.handlers if getattr(h, "_gunicorn", False)]:
+                log.removeHandler(handler)
+            log.propagate = True
+
+
+logger_class = _ThroughRoot

@@ -7,8 +7,6 @@ Authorization header: never in URLs, logs, reprs or exception messages made here
 from __future__ import annotations
 
 import hashlib
-import logging
-import re
 import time
 import urllib.parse
 from collections.abc import Mapping
@@ -40,26 +38,6 @@ def _pacing(settings: Settings) -> tuple[float, float]:
     if not settings.github_pacing:
         return 0.0, 0.0
     return SECONDS_BETWEEN_REQUESTS, SECONDS_BETWEEN_WRITES
-
-
-_SECRET_PATTERN = re.compile(
-    r"\bgh[pousr]_[A-Za-z0-9_]{16,}|\beyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+"
-)
-
-
-class _RedactSecrets(logging.Filter):
-    """PyGithub logs response bodies at DEBUG (an access token's included): redact tokens."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        redacted = _SECRET_PATTERN.sub("[redacted]", message)
-        if redacted != message:
-            record.msg, record.args = redacted, None
-        return True
-
-
-for _name in ("github.Requester", "github.GithubRetry"):
-    logging.getLogger(_name).addFilter(_RedactSecrets())
 
 
 @dataclass(frozen=True)

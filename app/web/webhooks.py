@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import structlog
 from flask import Blueprint, Response, current_app, jsonify, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
@@ -42,20 +43,23 @@ def github() -> Response:
     except BadRequest as exc:
         state.metrics.delivery("unknown", f"rejected_{exc.status}")
         return _answer(exc.status, error=exc.message)
-    result = record(state.db, event, state.settings.fix_label, state.settings.app_id, state.kinds)
-    state.metrics.delivery(event.name, str(result.status))
-    if result.status != 200 and (event.name, event.action) == ("pull_request", "closed"):
-        _count_closed_pull(state, event)
-    state.log.info(
-        "delivery",
-        delivery_id=event.delivery_id,
-        gh_event=event.name,
-        action=event.action,
-        repo=event.repo,
-        status=result.status,
-        outcome=result.outcome,
-        jobs=result.job_ids,
-    )
+    # Every line of this request, onloop's and the libraries', carries the delivery's GUID.
+    with structlog.contextvars.bound_contextvars(delivery_guid=event.delivery_id):
+        result = record(
+            state.db, event, state.settings.fix_label, state.settings.app_id, state.kinds
+        )
+        state.metrics.delivery(event.name, str(result.status))
+        if result.status != 200 and (event.name, event.action) == ("pull_request", "closed"):
+            _count_closed_pull(state, event)
+        state.log.info(
+            "delivery.recorded",
+            gh_event=event.name,
+            action=event.action,
+            repo=event.repo,
+            status=result.status,
+            outcome=result.outcome,
+            jobs=result.job_ids,
+        )
     if result.status == 204:
         return _answer(204)
     return _answer(

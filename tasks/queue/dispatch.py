@@ -59,7 +59,7 @@ def publish_pending(db: Database, celery: Celery, batch: int = 100) -> int:
             except Exception as exc:
                 row.publish_attempts += 1
                 row.last_error = f"{type(exc).__name__}: {exc}"[:500]
-                log.warning("publish failed", job_id=row.job_id, error=row.last_error)
+                log.warning("outbox.publish_failed", job_id=row.job_id, error=row.last_error)
                 break  # the broker is down: keep order, try again later
             row.published_at = utcnow()
             sent += 1
@@ -82,13 +82,14 @@ def settle_given_up(
         about = {"job_id": job.id, "repo": job.repo, "kind": job.kind, "number": job.number}
         if (aware(job.finished_at) or utcnow()) < utcnow() - max_age:
             release_given_up(db, job.id, owner)
-            log.error("gave up telling GitHub that a job was given up", **about)
+            log.error("job.given_up_untold", detail="gave up telling GitHub", **about)
             continue
         try:
             _settle(settings, db, job)
         except Exception as exc:
             log.warning(
-                "could not settle a given-up job's feedback; trying again later",
+                "job.given_up_settle_failed",
+                detail="could not settle its feedback on GitHub; trying again later",
                 error=f"{type(exc).__name__}: {exc}",
                 **about,
             )
@@ -97,7 +98,8 @@ def settle_given_up(
             settled.append(job.id)
             # the person was told on GitHub; the operator learns it here
             log.error(
-                "gave up on a job: its worker stopped every time it ran it",
+                "job.given_up",
+                detail="its worker stopped every time it ran it",
                 attempts=job.attempts,
                 error=(job.result or {}).get("error"),
                 **about,
@@ -152,22 +154,22 @@ class Dispatcher:
             try:
                 self.housekeeping()
             except Exception as exc:
-                log.warning("housekeeping failed", error=f"{type(exc).__name__}: {exc}")
+                log.warning("dispatch.housekeeping_failed", error=f"{type(exc).__name__}: {exc}")
         if now - self._last_recovery > 5:
             self._last_recovery = now
             requeued = requeue_abandoned(self.db)
             if requeued:
-                log.warning("requeued abandoned jobs", jobs=requeued)
+                log.warning("dispatch.requeued_abandoned", jobs=requeued)
             republished = republish_unclaimed(self.db, self.republish_after)
             if republished:
-                log.warning("republished unclaimed jobs", jobs=republished)
+                log.warning("dispatch.republished_unclaimed", jobs=republished)
             expired = expire_waiting(self.db, self.authorization_wait)
             if expired:
-                log.info("stopped waiting for authorisation", jobs=expired)
+                log.info("dispatch.authorization_expired", jobs=expired)
             try:  # GitHub's trouble must not hold up the outbox
                 settle_given_up(self.settings, self.db, self.owner)
             except Exception as exc:
-                log.warning("settling given-up jobs failed", error=f"{type(exc).__name__}: {exc}")
+                log.warning("dispatch.settle_given_up_failed", error=f"{type(exc).__name__}: {exc}")
         return publish_pending(self.db, self.celery)
 
     def run(self) -> None:
@@ -177,7 +179,7 @@ class Dispatcher:
                 sent = self.step()
                 backoff = self.interval
             except Exception as exc:
-                log.warning("dispatcher error", error=f"{type(exc).__name__}: {exc}")
+                log.warning("dispatch.failed", error=f"{type(exc).__name__}: {exc}")
                 sent, backoff = 0, min(backoff * 2, 10.0)
             if not sent:
                 self._stop.wait(backoff)

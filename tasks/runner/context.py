@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 import time
@@ -123,7 +124,12 @@ class JobContext:
                     log.warning("could not stop job %s's sandbox", self.job.id, exc_info=True)
                 return
 
-        thread = threading.Thread(target=watch, name=f"cancel-watch-{self.job.id}", daemon=True)
+        thread = threading.Thread(  # with the job's logging context: its lines carry job_id
+            target=contextvars.copy_context().run,
+            args=(watch,),
+            name=f"cancel-watch-{self.job.id}",
+            daemon=True,
+        )
         thread.start()
         try:
             yield

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import os
 import socket
 import threading
@@ -175,7 +176,13 @@ class Heartbeat:
         self.db, self.job_id, self.owner, self.lease = db, job_id, owner, lease_seconds
         self.lost = threading.Event()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"lease-{job_id}", daemon=True)
+        # Started with the job's logging context (job_id, repo, kind), as its lines carry.
+        self._thread = threading.Thread(
+            target=contextvars.copy_context().run,
+            args=(self._run,),
+            name=f"lease-{job_id}",
+            daemon=True,
+        )
 
     def _run(self) -> None:
         interval = max(0.5, self.lease / 3)

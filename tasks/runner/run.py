@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -9,6 +10,7 @@ from functools import partial
 from typing import Any
 
 import redis
+import structlog
 from sqlalchemy import select, update
 
 from app.core.kinds import KINDS, Kinds
@@ -121,6 +123,14 @@ class JobRunner:
             assert job is not None
             s.expunge(job)
             guid = s.scalar(select(Delivery.guid).where(Delivery.id == job.delivery_id))
+        # Every line of the run carries these, from any logger and from the threads it starts
+        # (with a copy of this context); they are unbound when it ends.
+        with structlog.contextvars.bound_contextvars(job_id=job_id, repo=job.repo, kind=job.kind):
+            return self._run_owned(job, guid, owner)
+
+    def _run_owned(self, job: Job, guid: str | None, owner: str) -> str:
+        """Run the claimed job under its lease and record the outcome."""
+        settings, db, job_id = self.settings, self.db, job.id
         audit.record(
             db,
             audit.DELIVERY,
@@ -130,7 +140,6 @@ class JobRunner:
             actor=job.requested_by,
             detail={"kind": job.kind, "number": job.number, "attempt": job.attempts},
         )
-        bound = log.bind(job_id=job_id, repo=job.repo, kind=job.kind)
         with (
             Heartbeat(db, job_id, owner, settings.job_lease_seconds) as beat,
             github_audit.audit_writes(db, repo=job.repo, job_id=job_id),
@@ -140,7 +149,7 @@ class JobRunner:
             )
             ctx.head_sha = job.head_sha
             ctx.listeners = self.listeners(ctx)
-            state, result = self._run_in_time(ctx, bound)
+            state, result = self._run_in_time(ctx)
             if state == JobState.CANCELLED:
                 ctx.tell("finished", JobState.CANCELLED, {})
                 return "cancelled"
@@ -152,16 +161,16 @@ class JobRunner:
                 if now == JobState.CANCELLED:  # cancelled under it: its status says so
                     ctx.tell("finished", JobState.CANCELLED, {})
                     return "cancelled"
-                bound.info("job.lost", detail="the job changed hands before it finished")
+                log.info("job.lost", detail="the job changed hands before it finished")
                 return "lost"
             ctx.tell("finished", state, result)
         if state == JobState.WAITING_FOR_AUTHORIZATION and resume_if_authorized(db, job_id):
-            bound.info("job.requeued", detail="the person authorised meanwhile")
+            log.info("job.requeued", detail="the person authorised meanwhile")
         _measure(settings, job, state)
-        bound.info("job.finished", state=state)
+        log.info("job.finished", state=state)
         return state
 
-    def _run_in_time(self, ctx: JobContext, bound: Any) -> tuple[JobState, dict[str, Any]]:
+    def _run_in_time(self, ctx: JobContext) -> tuple[JobState, dict[str, Any]]:
         """Run the kind's runner under the job's own time limit: Celery's time limits do
         nothing in the threads pool the worker runs, so the cancel watch stops the sandbox
         and the steps stop at their next check."""
@@ -172,7 +181,7 @@ class JobRunner:
             expired.set()
             ctx.cancel.set()
 
-        deadline = threading.Timer(limit, expire)
+        deadline = threading.Timer(limit, contextvars.copy_context().run, args=(expire,))
         deadline.daemon = True
         deadline.start()
         try:
@@ -182,13 +191,13 @@ class JobRunner:
             return JobState.SUCCEEDED, runner(ctx)
         except Cancelled:
             if not expired.is_set():
-                bound.info("job.cancelled")
+                log.info("job.cancelled")
                 return JobState.CANCELLED, {}
             return JobState.FAILED, {"error": too_long(limit)}
         except Exception as exc:
             state, result = outcome_of(exc, ctx.job)
             if result.pop("crashed", False):
-                bound.exception("job.crashed")
+                log.exception("job.crashed")
             if expired.is_set() and state == JobState.FAILED:  # time ran out first
                 result = {**result, "error": too_long(limit)}
             return state, result

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -168,17 +167,6 @@ def test_tokens_never_appear_in_urls(double: GitHubDouble, settings: Settings) -
     for call in double.calls():
         assert token.secret() not in call.path + repr(call.query)
         assert "authorization" not in call.headers
-
-
-def test_tokens_are_redacted_from_pygithub_debug_logs(
-    double: GitHubDouble, settings: Settings, caplog: pytest.LogCaptureFixture
-) -> None:
-    with caplog.at_level(logging.DEBUG, logger="github"):
-        token = gh.installation_token(settings, _installation_id(double))
-        gh.installation_client(settings, token).get_repo("octo/hello")
-    assert "access_tokens" in caplog.text and "[redacted]" in caplog.text
-    assert token.secret() not in caplog.text
-    assert "eyJ" not in caplog.text
 
 
 def test_retries_secondary_rate_limit_and_server_errors(

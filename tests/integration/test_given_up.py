@@ -130,7 +130,7 @@ def test_a_given_up_job_says_so_in_its_status_comment_and_check_run(
     (run,) = double.checks.for_commit(REPO, head)
     assert (run.status, run.conclusion) == ("completed", "failure")
     assert run.output["title"].startswith("Failed: The worker running this job stopped 3 times")
-    (told,) = [e for e in logged if e["event"].startswith("gave up on a job")]
+    (told,) = [e for e in logged if e["event"] == "job.given_up"]
     assert told["log_level"] == "error" and told["job_id"] == job.id  # for the operator
     assert told["repo"] == REPO and "stopped 3 times" in told["error"]
 
