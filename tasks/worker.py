@@ -130,6 +130,7 @@ class Worker:
             f"--loglevel={self.settings.log_level}",
             "--without-gossip",
             "--without-mingle",
+            "--quiet",  # no banner: every line the worker prints is a log line, in one format
         ]
         if beat:
             argv += ["--beat", "--schedule=var/celerybeat-schedule"]
