@@ -20,8 +20,8 @@ def _answer(status: int, **body: object) -> Response:
 
 def _count_closed_pull(state: Onloop, event: Event) -> None:
     """onloop's own pull requests (branches `onloop/...`) merged or closed: the merge rate."""
-    pull = event.data.get("pull_request") or {}
-    if str((pull.get("head") or {}).get("ref", "")).startswith("onloop/"):
+    pull = event.payload.get("pull_request", {})
+    if pull.get("head", {}).get("ref", "").startswith("onloop/"):
         outcome = "merged" if pull.get("merged") else "closed"
         state.metrics.writer.inc("pull_requests_closed", outcome=outcome)
 
@@ -48,7 +48,7 @@ def github() -> Response:
         _count_closed_pull(state, event)
     state.log.info(
         "delivery",
-        delivery_id=event.delivery_id,
+        delivery_guid=event.delivery_guid,
         gh_event=event.name,
         action=event.action,
         repo=event.repo,

@@ -120,7 +120,7 @@ class JobRunner:
             job = s.get(Job, job_id)
             assert job is not None
             s.expunge(job)
-            guid = s.scalar(select(Delivery.guid).where(Delivery.id == job.delivery_id))
+            guid = s.scalar(select(Delivery.guid).where(Delivery.id == job.delivery_row_id))
         audit.record(
             db,
             audit.DELIVERY,
