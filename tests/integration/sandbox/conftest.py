@@ -5,6 +5,7 @@ outlives its test."""
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import uuid
 from collections.abc import Callable, Iterator
@@ -59,8 +60,14 @@ def image(docker_client: Any) -> str:
     return IMAGE
 
 
-def job_containers(client: Any, job_id: str) -> list[Any]:
+def job_containers(client: Any, job_id: int) -> list[Any]:
     return list(client.containers.list(all=True, filters={"label": f"onloop.job={job_id}"}))
+
+
+def new_job_id() -> int:
+    """A job id no test database holds (those count from 1; test_sandbox_cli's are below
+    2·10^8) and no other test's sandbox shares, on a Docker daemon shared between runs."""
+    return random.randrange(10**9, 2 * 10**9)
 
 
 @pytest.fixture(params=[pytest.param("docker", marks=pytest.mark.docker), "local"])
@@ -102,8 +109,9 @@ def start(
         workspace.mkdir()
         for name, text in (files or {}).items():
             (workspace / name).write_text(text)
-        job = f"test-{uuid.uuid4().hex[:10]}"
-        sandbox = backend.start(job, run_image, workspace, limits or Limits(command_timeout=60))
+        sandbox = backend.start(
+            new_job_id(), run_image, workspace, limits or Limits(command_timeout=60)
+        )
         started.append(sandbox)
         return sandbox
 
