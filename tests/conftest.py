@@ -27,7 +27,14 @@ from tasks.sandbox.local_backend import LocalBackend
 from tests.doubles.git_server import GitServer
 from tests.doubles.github.double import GitHubDouble
 from tests.doubles.github.settings import settings_for
-from tests.doubles.sandboxes import IMAGE, StartFn, docker_or_fail, job_containers, unavailable
+from tests.doubles.sandboxes import (
+    IMAGE,
+    StartFn,
+    docker_or_fail,
+    job_containers,
+    new_job_id,
+    unavailable,
+)
 from tests.doubles.webhooks import SECRET, TABLES
 
 
@@ -175,8 +182,9 @@ def start(
         workspace.mkdir()
         for name, content in (files or {}).items():
             (workspace / name).write_text(content)
-        job = f"test-{uuid.uuid4().hex[:10]}"
-        sandbox = backend.start(job, run_image, workspace, limits or Limits(command_timeout=60))
+        sandbox = backend.start(
+            new_job_id(), run_image, workspace, limits or Limits(command_timeout=60)
+        )
         started.append(sandbox)
         return sandbox
 

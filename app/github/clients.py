@@ -219,8 +219,10 @@ def _next_cursor(headers: Mapping[str, Any]) -> str | None:
 def list_hook_deliveries(settings: Settings, since: datetime) -> list[dict[str, Any]]:
     """The App's webhook deliveries at or after `since`, newest first (GET /app/hook/deliveries).
 
-    Each dict is GitHub's delivery summary (id, guid, delivered_at, status_code, event, action,
-    redelivery, ...) with `delivered_at` parsed to an aware datetime."""
+    Each dict is GitHub's summary of one delivery attempt (id, guid, delivered_at, status_code,
+    event, action, redelivery, ...) with `delivered_at` parsed to an aware datetime: `id` is
+    the attempt's (onloop calls it `hook_attempt_id`), `guid` the X-GitHub-Delivery one all
+    attempts at a delivery share (`delivery_guid`)."""
     since = since if since.tzinfo else since.replace(tzinfo=UTC)
     out: list[dict[str, Any]] = []
     cursor: str | None = None
@@ -245,11 +247,12 @@ def list_hook_deliveries(settings: Settings, since: datetime) -> list[dict[str, 
     return out
 
 
-def redeliver(settings: Settings, delivery_id: int) -> None:
-    """Ask GitHub to send a delivery again (POST /app/hook/deliveries/{id}/attempts)."""
+def redeliver(settings: Settings, hook_attempt_id: int) -> None:
+    """Ask GitHub to send a delivery again (POST /app/hook/deliveries/{id}/attempts), named
+    by the `id` of one of its attempts in `list_hook_deliveries`."""
     with app_integration(settings) as gi:
         gi.requester.requestJsonAndCheck(
-            "POST", f"/app/hook/deliveries/{int(delivery_id)}/attempts"
+            "POST", f"/app/hook/deliveries/{int(hook_attempt_id)}/attempts"
         )
 
 

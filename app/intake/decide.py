@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from enum import StrEnum
+from typing import TypedDict
 
 from app.core.kinds import KINDS, Kind, Kinds, verbs
 from app.intake.commands import (
@@ -14,57 +14,79 @@ from app.intake.commands import (
     RevokeAuthorization,
 )
 from app.intake.events import Event
+from app.intake.payloads import Repository, Run, User
 from app.intake.routing import Router
 from app.policy.repo_config import RepoConfig
 
 Action = Command | CancelStale | InstallationChange | RevokeAuthorization
 
-# Why an event was ignored: named constants, recorded as the delivery's outcome.
-IGNORED_UNROUTED = "ignored: event not handled"
-IGNORED_BOT_SENDER = "ignored: sender is a bot"
-IGNORED_OTHER_LABEL = "ignored: not the fix label"
-IGNORED_PULL_REQUEST_LABEL = "ignored: label on a pull request"
-IGNORED_NOT_A_COMMAND = "ignored: comment is not an /agent command"
-IGNORED_NOT_ON_PR = "ignored: /agent command on an issue, not a pull request"
-IGNORED_NOT_FAILURE = "ignored: conclusion is not failure"
-IGNORED_AUTO_FIX_OFF = "ignored: auto_fix_ci is off for this repository"
-IGNORED_NO_MATCHING_PR = "ignored: no pull request has this head"
-IGNORED_NO_REPOSITORY = "ignored: payload names no repository"
-IGNORED_CLOSED = "ignored: issue or pull request is closed"
-IGNORED_OWN_CHECKS = "ignored: onloop's own check suite"
 
-IGNORED = frozenset(v for k, v in dict(globals()).items() if k.startswith("IGNORED_"))
+class Ignored(StrEnum):
+    """Why a delivery makes no job: its outcome, as recorded and as answered."""
 
-router: Router[Action | str] = Router()
+    UNROUTED = "ignored: event not handled"
+    BOT_SENDER = "ignored: sender is a bot"
+    OTHER_LABEL = "ignored: not the fix label"
+    PULL_REQUEST_LABEL = "ignored: label on a pull request"
+    NOT_A_COMMAND = "ignored: comment is not an /agent command"
+    NOT_ON_PR = "ignored: /agent command on an issue, not a pull request"
+    NOT_FAILURE = "ignored: conclusion is not failure"
+    AUTO_FIX_OFF = "ignored: auto_fix_ci is off for this repository"
+    NO_MATCHING_PR = "ignored: no pull request has this head"
+    NO_REPOSITORY = "ignored: payload names no repository"
+    NO_NUMBER = "ignored: payload names no issue or pull request number"
+    NO_INSTALLATION = "ignored: payload names no installation"
+    NO_SENDER = "ignored: payload names no sender"
+    CLOSED = "ignored: issue or pull request is closed"
+    OWN_CHECKS = "ignored: onloop's own check suite"
+    # Found by `record`, not `explain`: no token can be minted for such an installation.
+    UNINSTALLED = "ignored: onloop was uninstalled from this account"
+    SUSPENDED = "ignored: onloop's installation is suspended"
+    # `record`'s answer to a GUID it has recorded before.
+    DUPLICATE = "duplicate delivery"
 
 
-def _is_bot(user: Mapping[str, Any]) -> bool:
-    return user.get("type") == "Bot" or str(user.get("login", "")).endswith("[bot]")
+router: Router[Action | Ignored] = Router()
 
 
-def _base(event: Event) -> dict[str, Any]:
-    repo = event.data.get("repository") or {}
+def _is_bot(user: User) -> bool:
+    return user.get("type") == "Bot" or user.get("login", "").endswith("[bot]")
+
+
+class _Base(TypedDict):
+    """The fields every Command from an event has."""
+
+    repo: str
+    repo_id: int | None
+    installation_id: int | None
+    requested_by: str
+    requested_by_id: int | None
+
+
+def _base(event: Event) -> _Base:
     sender = event.sender
-    return {
-        "repo": str(repo.get("full_name")),
-        "repo_id": repo.get("id"),
-        "installation_id": event.installation_id,
-        "requested_by": str(sender.get("login", "")),
-        "requested_by_id": sender.get("id"),
-    }
+    return _Base(
+        repo=event.repo or "",  # `explain` ignores events that name no repository
+        repo_id=event.payload.get("repository", {}).get("id"),
+        installation_id=event.installation_id,
+        requested_by=sender.get("login", ""),
+        requested_by_id=sender.get("id"),
+    )
 
 
 @router.register("issues", "labeled")
-def _issue_labeled(event: Event, config: RepoConfig, kinds: Kinds) -> Action | str:
-    issue = event.data.get("issue") or {}
-    label = (event.data.get("label") or {}).get("name")
-    if label != config.fix_label:
-        return IGNORED_OTHER_LABEL
-    if issue.get("pull_request"):
-        return IGNORED_PULL_REQUEST_LABEL
+def _issue_labeled(event: Event, config: RepoConfig, kinds: Kinds) -> Action | Ignored:
+    issue = event.payload.get("issue", {})
+    if event.payload.get("label", {}).get("name") != config.fix_label:
+        return Ignored.OTHER_LABEL
+    if "pull_request" in issue:
+        return Ignored.PULL_REQUEST_LABEL
     if issue.get("state") == "closed":
-        return IGNORED_CLOSED
-    return Command(kind=Kind.FIX_ISSUE, numbers=(int(issue["number"]),), **_base(event))
+        return Ignored.CLOSED
+    number = issue.get("number")
+    if number is None:
+        return Ignored.NO_NUMBER
+    return Command(kind=Kind.FIX_ISSUE, numbers=(number,), **_base(event))
 
 
 def parse_command(body: str) -> tuple[str, str] | None:
@@ -79,19 +101,22 @@ def parse_command(body: str) -> tuple[str, str] | None:
 
 
 @router.register("issue_comment", "created")
-def _comment_created(event: Event, config: RepoConfig, kinds: Kinds) -> Action | str:
-    issue = event.data.get("issue") or {}
-    comment = event.data.get("comment") or {}
-    if _is_bot(comment.get("user") or {}):
-        return IGNORED_BOT_SENDER
-    parsed = parse_command(str(comment.get("body") or ""))
+def _comment_created(event: Event, config: RepoConfig, kinds: Kinds) -> Action | Ignored:
+    issue = event.payload.get("issue", {})
+    comment = event.payload.get("comment", {})
+    if _is_bot(comment.get("user", {})):
+        return Ignored.BOT_SENDER
+    parsed = parse_command(comment.get("body", ""))
     if parsed is None:
-        return IGNORED_NOT_A_COMMAND
+        return Ignored.NOT_A_COMMAND
     verb, args = parsed
     # Issue comments and PR conversation comments share this event; only PRs carry
     # `issue.pull_request` (https://docs.github.com/en/webhooks/webhook-events-and-payloads#issue_comment).
-    if not issue.get("pull_request"):
-        return IGNORED_NOT_ON_PR
+    if "pull_request" not in issue:
+        return Ignored.NOT_ON_PR
+    number = issue.get("number")
+    if number is None:
+        return Ignored.NO_NUMBER
     known = verbs(kinds)
     kind = known.get(verb, Kind.HELP)
     params: CommandParams = {"verb": verb, "args": args}
@@ -100,33 +125,30 @@ def _comment_created(event: Event, config: RepoConfig, kinds: Kinds) -> Action |
     elif not config.allows(verb):
         kind, params["refused_verb"] = Kind.HELP, verb
     return Command(
-        kind=kind,
-        numbers=(int(issue["number"]),),
-        comment_id=comment.get("id"),
-        params=params,
-        **_base(event),
+        kind=kind, numbers=(number,), comment_id=comment.get("id"), params=params, **_base(event)
     )
 
 
-def _failed_run(event: Event, config: RepoConfig, run: Mapping[str, Any]) -> Action | str:
+def _failed_run(event: Event, config: RepoConfig, run: Run) -> Action | Ignored:
     if run.get("conclusion") != "failure":
-        return IGNORED_NOT_FAILURE
+        return Ignored.NOT_FAILURE
     if not config.auto_fix_ci:
-        return IGNORED_AUTO_FIX_OFF
-    repo = event.data.get("repository") or {}
+        return Ignored.AUTO_FIX_OFF
+    repo: Repository = event.payload.get("repository", {})
     head_sha = run.get("head_sha")
-    head_repo = run.get("head_repository") or {}
-    head_repo_id = head_repo.get("id", repo.get("id"))
+    head_repo_id = run.get("head_repository", {}).get("id", repo.get("id"))
+    listed = run.get("pull_requests", [])
     prs = [
-        int(pr["number"])
-        for pr in run.get("pull_requests") or []
-        if (pr.get("head") or {}).get("sha") == head_sha
-        and ((pr.get("head") or {}).get("repo") or {}).get("id") == head_repo_id
+        number
+        for pr in listed
+        if (number := pr.get("number")) is not None
+        and pr.get("head", {}).get("sha") == head_sha
+        and pr.get("head", {}).get("repo", {}).get("id") == head_repo_id
     ]
     is_fork = head_repo_id != repo.get("id")
     on_default = run.get("head_branch") == repo.get("default_branch") and not is_fork
-    if run.get("pull_requests") and not prs:
-        return IGNORED_NO_MATCHING_PR  # every listed PR has moved on to a newer head
+    if listed and not prs:
+        return Ignored.NO_MATCHING_PR  # every listed PR has moved on to a newer head
     params: CommandParams = {
         "automatic": True,
         "run_kind": event.name,
@@ -144,40 +166,49 @@ def _failed_run(event: Event, config: RepoConfig, run: Mapping[str, Any]) -> Act
 
 
 @router.register("check_suite", "completed")
-def _check_suite(event: Event, config: RepoConfig, kinds: Kinds) -> Action | str:
-    return _failed_run(event, config, event.data.get("check_suite") or {})
+def _check_suite(event: Event, config: RepoConfig, kinds: Kinds) -> Action | Ignored:
+    return _failed_run(event, config, event.payload.get("check_suite", {}))
 
 
 @router.register("workflow_run", "completed")
-def _workflow_run(event: Event, config: RepoConfig, kinds: Kinds) -> Action | str:
-    return _failed_run(event, config, event.data.get("workflow_run") or {})
+def _workflow_run(event: Event, config: RepoConfig, kinds: Kinds) -> Action | Ignored:
+    return _failed_run(event, config, event.payload.get("workflow_run", {}))
 
 
 @router.register("pull_request", "synchronize")
 @router.register("pull_request", "closed")
-def _pull_request_moved(event: Event, config: RepoConfig, kinds: Kinds) -> Action | str:
-    pr = event.data.get("pull_request") or {}
-    head = None if event.action == "closed" else (pr.get("head") or {}).get("sha")
+def _pull_request_moved(event: Event, config: RepoConfig, kinds: Kinds) -> Action | Ignored:
+    pr = event.payload.get("pull_request", {})
+    number = pr.get("number") or event.payload.get("number")
+    if not number:
+        return Ignored.NO_NUMBER
     return CancelStale(
-        repo=str((event.data.get("repository") or {}).get("full_name")),
-        number=int(pr.get("number") or event.data.get("number") or 0),
-        head_sha=head,
+        repo=event.repo or "",  # `explain` ignores events that name no repository
+        number=number,
+        head_sha=None if event.action == "closed" else pr.get("head", {}).get("sha"),
         reason=f"pull request {event.action}",
     )
 
 
-def _installation(event: Event, config: RepoConfig, kinds: Kinds) -> Action | str:
-    inst = event.data.get("installation") or {}
-    account = inst.get("account") or {}
-    added = event.data.get("repositories") or event.data.get("repositories_added") or []
-    removed = event.data.get("repositories_removed") or []
+def _names(repositories: list[Repository]) -> tuple[str, ...]:
+    return tuple(name for r in repositories if (name := r.get("full_name")) is not None)
+
+
+def _installation(event: Event, config: RepoConfig, kinds: Kinds) -> Action | Ignored:
+    payload = event.payload
+    installation = payload.get("installation", {})
+    installation_id = installation.get("id")
+    if installation_id is None:
+        return Ignored.NO_INSTALLATION
+    account = installation.get("account", {})
+    added = payload.get("repositories") or payload.get("repositories_added") or []
     return InstallationChange(
-        installation_id=int(inst["id"]),
-        action=str(event.action),
-        account_login=str(account.get("login", "")),
+        installation_id=installation_id,
+        action=event.action or "",
+        account_login=account.get("login", ""),
         account_type=account.get("type"),
-        repositories=tuple(str(r.get("full_name")) for r in added),
-        removed=tuple(str(r.get("full_name")) for r in removed),
+        repositories=_names(added),
+        removed=_names(payload.get("repositories_removed", [])),
     )
 
 
@@ -186,11 +217,12 @@ router.register("installation_repositories")(_installation)
 
 
 @router.register("github_app_authorization", "revoked")
-def _authorization_revoked(event: Event, config: RepoConfig, kinds: Kinds) -> Action | str:
+def _authorization_revoked(event: Event, config: RepoConfig, kinds: Kinds) -> Action | Ignored:
     # https://docs.github.com/en/webhooks/webhook-events-and-payloads#github_app_authorization
-    return RevokeAuthorization(
-        user_id=int(event.sender.get("id", 0)), login=str(event.sender.get("login", ""))
-    )
+    user_id = event.sender.get("id")
+    if user_id is None:
+        return Ignored.NO_SENDER
+    return RevokeAuthorization(user_id=user_id, login=event.sender.get("login", ""))
 
 
 # Installation and authorisation events are the App's own bookkeeping and name no
@@ -202,26 +234,25 @@ def _own_suite(event: Event, own_app_id: int | None) -> bool:
     # Apps with checks:write get every check suite, their own too
     # (https://docs.github.com/en/webhooks/webhook-events-and-payloads#check_suite): a failed
     # `onloop/*` check run must not start a CI fix of itself.
-    app = (event.data.get("check_suite") or {}).get("app") or {}
-    return own_app_id is not None and app.get("id") == own_app_id
+    app_id = event.payload.get("check_suite", {}).get("app", {}).get("id")
+    return own_app_id is not None and app_id == own_app_id
 
 
 def explain(
     event: Event, config: RepoConfig, own_app_id: int | None = None, kinds: Kinds = KINDS
-) -> Action | str:
-    """Like `decide`, but says why an event was ignored (one of the IGNORED_* constants).
-    `own_app_id` is onloop's App id, whose own check suites are ignored; `kinds` the job
-    kinds that `/agent <verb>` may ask for."""
+) -> Action | Ignored:
+    """Like `decide`, but says why an event was ignored. `own_app_id` is onloop's App id,
+    whose own check suites are ignored; `kinds` the job kinds `/agent <verb>` may ask for."""
     handler = router.handler_for(event)
     if event.name == "check_suite" and _own_suite(event, own_app_id):
-        return IGNORED_OWN_CHECKS
+        return Ignored.OWN_CHECKS
     if handler is None:
-        return IGNORED_UNROUTED
+        return Ignored.UNROUTED
     if event.name not in _ANY_SENDER:
         if _is_bot(event.sender) and event.name not in ("check_suite", "workflow_run"):
-            return IGNORED_BOT_SENDER
+            return Ignored.BOT_SENDER
         if event.repo is None:
-            return IGNORED_NO_REPOSITORY
+            return Ignored.NO_REPOSITORY
     return handler(event, config, kinds)
 
 
@@ -230,4 +261,4 @@ def decide(
 ) -> Action | None:
     """The command an event asks for, or None when it is ignored. Pure: no I/O."""
     result = explain(event, config, own_app_id, kinds)
-    return None if isinstance(result, str) else result
+    return None if isinstance(result, Ignored) else result

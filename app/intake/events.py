@@ -7,7 +7,10 @@ import hmac
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from functools import cached_property
+from typing import Protocol
+
+from app.intake.payloads import Payload, User, read_payload
 
 
 class BadRequest(Exception):
@@ -38,40 +41,45 @@ def sign(body: bytes, secret: str) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
+class Headers(Protocol):
+    """A request's headers, as Flask's (or a dict) gives them."""
+
+    def get(self, key: str, /) -> str | None: ...
+
+
 @dataclass(frozen=True)
 class Event:
-    """One verified delivery: event name, delivery GUID and the parsed payload."""
+    """One verified delivery: event name, X-GitHub-Delivery GUID and the parsed body.
+
+    `data` is the body as sent; read it through `payload`, whose fields have the types
+    `app.intake.payloads` gives them (a field of another type reads as absent)."""
 
     name: str
-    delivery_id: str
-    data: Mapping[str, Any]
+    delivery_guid: str
+    data: Mapping[str, object]
+
+    @cached_property
+    def payload(self) -> Payload:
+        return read_payload(self.data)
 
     @property
     def action(self) -> str | None:
-        action = self.data.get("action")
-        return action if isinstance(action, str) else None
+        return self.payload.get("action")
 
     @property
     def installation_id(self) -> int | None:
-        inst = self.data.get("installation")
-        if isinstance(inst, Mapping) and isinstance(inst.get("id"), int):
-            return int(inst["id"])
-        return None
+        return self.payload.get("installation", {}).get("id")
 
     @property
     def repo(self) -> str | None:
-        repo = self.data.get("repository")
-        if isinstance(repo, Mapping) and isinstance(repo.get("full_name"), str):
-            return str(repo["full_name"])
-        return None
+        return self.payload.get("repository", {}).get("full_name")
 
     @property
-    def sender(self) -> Mapping[str, Any]:
-        sender = self.data.get("sender")
-        return sender if isinstance(sender, Mapping) else {}
+    def sender(self) -> User:
+        return self.payload.get("sender", {})
 
     @classmethod
-    def from_http(cls, headers: Any, body: bytes, *, secret: str) -> Event:
+    def from_http(cls, headers: Headers, body: bytes, *, secret: str) -> Event:
         """Verify, then parse; raises BadRequest with the status to answer."""
         verify_signature(body, headers.get("X-Hub-Signature-256"), secret)
         name = headers.get("X-GitHub-Event")
@@ -84,6 +92,8 @@ class Event:
             data = json.loads(body)
         except (ValueError, UnicodeDecodeError) as exc:
             raise BadRequest(400, f"body is not JSON: {exc}") from None
+        except RecursionError:  # nested deeper than Python's recursion limit
+            raise BadRequest(400, "body is nested too deeply") from None
         if not isinstance(data, dict):
             raise BadRequest(400, "body is not a JSON object")
-        return cls(name=name, delivery_id=guid, data=data)
+        return cls(name=name, delivery_guid=guid, data=data)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache, partial
-from typing import Any
+from typing import Any, Protocol
 
 from app.core.kinds import KINDS, Kinds, sandboxed
 from app.intake.commands import CancelStale, Command, InstallationChange, RevokeAuthorization
-from app.intake.decide import Action, explain
+from app.intake.decide import Action, Ignored, explain
 from app.intake.events import Event
 from app.policy.repo_config import ConfigError, RepoConfig, parse_repo_config
 from app.store.db import Database
@@ -62,6 +63,18 @@ FORGET_USER = "DELETE FROM user_accounts WHERE id = %s"
 
 assert len(LIVE_STATES) == 3, "see cancel_stale_sql"
 
+Row = Sequence[Any]  # a row's values, as the driver decodes them
+
+
+class Cursor(Protocol):
+    """The DBAPI cursor calls intake makes (https://peps.python.org/pep-0249/#cursor-objects)."""
+
+    def execute(self, operation: str, parameters: Sequence[object], /) -> object: ...
+
+    def fetchone(self) -> Row | None: ...
+
+    def fetchall(self) -> Sequence[Row]: ...
+
 
 @dataclass
 class IntakeResult:
@@ -72,12 +85,6 @@ class IntakeResult:
     job_ids: list[int] = field(default_factory=list)
     joined: list[int] = field(default_factory=list)
     cancelled: list[int] = field(default_factory=list)
-
-
-DUPLICATE = "duplicate delivery"
-# No token can be minted for such an installation, so its deliveries make no jobs.
-IGNORED_UNINSTALLED = "ignored: onloop was uninstalled from this account"
-IGNORED_SUSPENDED = "ignored: onloop's installation is suspended"
 
 
 @cache
@@ -97,7 +104,7 @@ def _parsed_config(text: str | None, default_label: str) -> RepoConfig:
     return config
 
 
-def cached_config(sql: Sql, cur: Any, repo: str | None, default_label: str) -> RepoConfig:
+def cached_config(sql: Sql, cur: Cursor, repo: str | None, default_label: str) -> RepoConfig:
     """The repository's config as last read by a worker; defaults when none was read yet."""
     text = None
     if repo:
@@ -120,35 +127,36 @@ def record(
     try:
         return db.group_commit.run(work)
     except db.engine.dialect.loaded_dbapi.IntegrityError:
-        return IntakeResult(200, DUPLICATE)
+        return IntakeResult(200, Ignored.DUPLICATE)
 
 
 def _record(
-    sql: Sql, event: Event, default_label: str, own_app_id: int | None, kinds: Kinds, cur: Any
+    sql: Sql, event: Event, default_label: str, own_app_id: int | None, kinds: Kinds, cur: Cursor
 ) -> IntakeResult:
     config = cached_config(sql, cur, event.repo, default_label)
-    decision: Action | str = explain(event, config, own_app_id, kinds)
+    decision: Action | Ignored = explain(event, config, own_app_id, kinds)
     if isinstance(decision, Command):
         decision = _unless_gone(sql, cur, decision)
-    if isinstance(decision, str):
+    outcome: str
+    if isinstance(decision, Ignored):
         outcome = decision
     elif isinstance(decision, Command):
         outcome = decision.kind
     else:
         outcome = type(decision).__name__
-    sender = str(event.sender.get("login", ""))[:100] or None
-    values = (event.delivery_id, event.name, event.action, event.installation_id, event.repo)
+    sender = event.sender.get("login", "")[:100] or None
+    values = (event.delivery_guid, event.name, event.action, event.installation_id, event.repo)
     cur.execute(sql(DELIVERY), (*values, sender, outcome[:200], sql.ts(utcnow())))
     rows = cur.fetchall()
     if not rows:
-        return IntakeResult(200, DUPLICATE)  # this request has written nothing
+        return IntakeResult(200, Ignored.DUPLICATE)  # this request has written nothing
     return _apply(sql, cur, decision, int(rows[0][0]), kinds)
 
 
 def _apply(
-    sql: Sql, cur: Any, decision: Action | str, delivery_id: int, kinds: Kinds
+    sql: Sql, cur: Cursor, decision: Action | Ignored, delivery_row_id: int, kinds: Kinds
 ) -> IntakeResult:
-    if isinstance(decision, str):
+    if isinstance(decision, Ignored):
         return IntakeResult(204, decision)
     if isinstance(decision, CancelStale):
         ids = _cancel_stale(sql, cur, decision, sandboxed(kinds))
@@ -161,7 +169,7 @@ def _apply(
         return IntakeResult(202, "authorization revoked")
     result = IntakeResult(202, decision.kind)
     for number in decision.numbers or (None,):
-        job_id, created = _enqueue(sql, cur, decision, number, delivery_id)
+        job_id, created = _enqueue(sql, cur, decision, number, delivery_row_id)
         result.job_ids.append(job_id)
         if not created:
             result.joined.append(job_id)
@@ -169,7 +177,7 @@ def _apply(
 
 
 def _enqueue(
-    sql: Sql, cur: Any, command: Command, number: int | None, delivery_id: int
+    sql: Sql, cur: Cursor, command: Command, number: int | None, delivery_row_id: int
 ) -> tuple[int, bool]:
     """Create the job (and its outbox row) unless a live one exists; returns (id, created)."""
     key = command.live_key(number)
@@ -188,7 +196,7 @@ def _enqueue(
         sql.json(command.to_params()),
         "[]",
         "{}",
-        delivery_id,
+        delivery_row_id,
         now,
     )
     for _ in range(3):  # the live job can finish between the insert and the look-up
@@ -204,8 +212,8 @@ def _enqueue(
     raise RuntimeError(f"could not create or join the live job {key}")
 
 
-def _cancel_stale(sql: Sql, cur: Any, change: CancelStale, kinds: tuple[str, ...]) -> list[int]:
-    params: tuple[Any, ...] = (JobState.CANCELLED, sql.ts(utcnow()))
+def _cancel_stale(sql: Sql, cur: Cursor, change: CancelStale, kinds: tuple[str, ...]) -> list[int]:
+    params: tuple[object, ...] = (JobState.CANCELLED, sql.ts(utcnow()))
     params += (sql.json({"reason": change.reason}), change.repo, change.number)
     params += (*LIVE_STATES, *kinds)
     if change.head_sha is None:
@@ -215,20 +223,20 @@ def _cancel_stale(sql: Sql, cur: Any, change: CancelStale, kinds: tuple[str, ...
     return sorted(int(row[0]) for row in cur.fetchall())
 
 
-def _unless_gone(sql: Sql, cur: Any, command: Command) -> Command | str:
+def _unless_gone(sql: Sql, cur: Cursor, command: Command) -> Command | Ignored:
     """The command, or why not: a deleted or suspended installation can mint no token."""
     if command.installation_id is None:
         return command
     cur.execute(sql(INSTALLATION_GONE), (command.installation_id,))
     row = cur.fetchone()
     if row is not None and row[1] is not None:
-        return IGNORED_UNINSTALLED
+        return Ignored.UNINSTALLED
     if row is not None and row[0]:
-        return IGNORED_SUSPENDED
+        return Ignored.SUSPENDED
     return command
 
 
-def _installation(sql: Sql, cur: Any, change: InstallationChange) -> list[int]:
+def _installation(sql: Sql, cur: Cursor, change: InstallationChange) -> list[int]:
     """Keep the installation's row; deleted or suspended, its live jobs are cancelled."""
     cur.execute(sql(INSTALLATION), (change.installation_id,))
     row = cur.fetchone()

@@ -92,7 +92,8 @@ class Job(Base):
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     steps: Mapped[list[Any]] = mapped_column(default=list)
     result: Mapped[dict[str, Any]] = mapped_column(default=dict)
-    delivery_id: Mapped[int | None] = mapped_column(ForeignKey("deliveries.id"))
+    # The deliveries row that asked for the job (the column keeps its first name).
+    delivery_row_id: Mapped[int | None] = mapped_column("delivery_id", ForeignKey("deliveries.id"))
     lease_owner: Mapped[str | None] = mapped_column(String(200))
     lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -21,8 +21,8 @@ def _answer(status: int, **body: object) -> Response:
 
 def _count_closed_pull(state: Onloop, event: Event) -> None:
     """onloop's own pull requests (branches `onloop/...`) merged or closed: the merge rate."""
-    pull = event.data.get("pull_request") or {}
-    if str((pull.get("head") or {}).get("ref", "")).startswith("onloop/"):
+    pull = event.payload.get("pull_request", {})
+    if pull.get("head", {}).get("ref", "").startswith("onloop/"):
         outcome = "merged" if pull.get("merged") else "closed"
         state.metrics.writer.inc("pull_requests_closed", outcome=outcome)
 
@@ -44,7 +44,7 @@ def github() -> Response:
         state.metrics.delivery("unknown", f"rejected_{exc.status}")
         return _answer(exc.status, error=exc.message)
     # Every line of this request, onloop's and the libraries', carries the delivery's GUID.
-    with structlog.contextvars.bound_contextvars(delivery_guid=event.delivery_id):
+    with structlog.contextvars.bound_contextvars(delivery_guid=event.delivery_guid):
         result = record(
             state.db, event, state.settings.fix_label, state.settings.app_id, state.kinds
         )

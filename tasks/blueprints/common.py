@@ -105,7 +105,7 @@ class Work:
                 job_sandbox(
                     place.backend,
                     place.cache,
-                    job_id=str(self.ctx.job.id),
+                    job_id=self.ctx.job.id,
                     repo=name,
                     clone_url=clone_url or self.repo.clone_url,
                     rev=rev,

@@ -12,7 +12,8 @@ import shutil
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+
+from redis import Redis
 
 from tasks.git.process import TokenLike, git
 
@@ -38,7 +39,9 @@ class RepoCache:
     client) to also take a Redis lock when several hosts share the cache directory.
     """
 
-    def __init__(self, root: Path, *, redis: Any = None, lock_timeout: float = 900.0) -> None:
+    def __init__(
+        self, root: Path, *, redis: Redis | None = None, lock_timeout: float = 900.0
+    ) -> None:
         self.root = root
         self.redis = redis
         self.lock_timeout = lock_timeout

@@ -16,20 +16,21 @@ log = get_logger("onloop.redeliver")
 
 
 def missed_deliveries(settings: Settings, db: Database, since: datetime) -> dict[str, int]:
-    """GUIDs with no successful attempt that onloop never recorded → the newest attempt's id.
+    """Delivery GUIDs with no successful attempt that onloop never recorded → the
+    `hook_attempt_id` of the newest attempt, which `redeliver` names the delivery by.
 
     https://docs.github.com/en/webhooks/testing-and-troubleshooting-webhooks/redelivering-webhooks
     """
     attempts = gh.list_hook_deliveries(settings, since)
     ok: set[str] = set()
-    latest: dict[str, tuple[datetime, int]] = {}
+    latest: dict[str, tuple[datetime, int]] = {}  # delivery_guid → (when, hook_attempt_id)
     for attempt in attempts:
-        guid = str(attempt["guid"])
+        delivery_guid = str(attempt["guid"])
         if 200 <= int(attempt.get("status_code") or 0) < 300:
-            ok.add(guid)
+            ok.add(delivery_guid)
         when = _parse_time(str(attempt["delivered_at"]))
-        if guid not in latest or when > latest[guid][0]:
-            latest[guid] = (when, int(attempt["id"]))
+        if delivery_guid not in latest or when > latest[delivery_guid][0]:
+            latest[delivery_guid] = (when, int(attempt["id"]))
     candidates = set(latest) - ok
     if not candidates:
         return {}

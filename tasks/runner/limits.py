@@ -10,8 +10,8 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
 
+from redis import Redis
 from sqlalchemy import func, select
 
 from app.core.settings import Settings
@@ -116,7 +116,7 @@ class JobSlots:
 
     def __init__(
         self,
-        redis: Any,
+        redis: Redis,
         per_installation: int,
         per_repo: int,
         *,
@@ -143,7 +143,7 @@ class JobSlots:
 
     def why_not(self, member: str, repo: str, installation_id: int | None) -> str | None:
         """Like acquire; None when the slot is the attempt's, else "installation" or "repo"."""
-        args = [member, self.ttl_ms, self.per_installation, self.per_repo]
+        args: list[str | int] = [member, self.ttl_ms, self.per_installation, self.per_repo]
         code = int(self._acquire(keys=self.keys(repo, installation_id), args=args))
         return {0: None, 1: "installation", 2: "repo"}[code]
 
@@ -179,7 +179,7 @@ class StartBucket:
     """A token bucket of job starts: `rate_per_minute` on average, `burst` at once."""
 
     def __init__(
-        self, redis: Any, rate_per_minute: float, burst: int, *, prefix: str = "onloop"
+        self, redis: Redis, rate_per_minute: float, burst: int, *, prefix: str = "onloop"
     ) -> None:
         self.rate = rate_per_minute / 60.0
         self.burst = burst
@@ -209,14 +209,15 @@ class Limiter:
         self.slots, self.bucket = slots, bucket
 
     @classmethod
-    def from_settings(cls, settings: Settings, redis: Any, **kwargs: Any) -> Limiter:
-        prefix = kwargs.pop("prefix", "onloop")
+    def from_settings(
+        cls, settings: Settings, redis: Redis, *, prefix: str = "onloop", ttl: float = SLOT_TTL
+    ) -> Limiter:
         slots = JobSlots(
             redis,
             settings.max_jobs_per_installation,
             settings.max_jobs_per_repo,
+            ttl=ttl,
             prefix=prefix,
-            **kwargs,
         )
         bucket = StartBucket(
             redis, settings.job_starts_per_minute, settings.job_start_burst, prefix=prefix

@@ -122,7 +122,7 @@ class JobRunner:
             job = s.get(Job, job_id)
             assert job is not None
             s.expunge(job)
-            guid = s.scalar(select(Delivery.guid).where(Delivery.id == job.delivery_id))
+            guid = s.scalar(select(Delivery.guid).where(Delivery.id == job.delivery_row_id))
         # Every line of the run carries these, from any logger and from the threads it starts
         # (with a copy of this context); they are unbound when it ends.
         with structlog.contextvars.bound_contextvars(job_id=job_id, repo=job.repo, kind=job.kind):

@@ -173,7 +173,7 @@ class Sandbox(abc.ABC):
 
     backend_name = "?"
 
-    def __init__(self, job_id: str, workspace: Path, limits: Limits) -> None:
+    def __init__(self, job_id: int, workspace: Path, limits: Limits) -> None:
         self.job_id = job_id
         self.workspace = workspace
         self.limits = limits
@@ -240,7 +240,7 @@ class SandboxBackend(abc.ABC):
     @abc.abstractmethod
     def start(
         self,
-        job_id: str,
+        job_id: int,
         image: str,
         workspace: Path,
         limits: Limits | None = None,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import secrets
 import socket
 import threading
@@ -39,10 +38,9 @@ INIT_UID = 65534  # the container's own idle process; commands run as another ui
 KILL_ALL = ["/bin/sh", "-c", "kill -KILL -1"]  # every process of the command's uid but itself
 
 
-def container_name(job_id: str) -> str:
+def container_name(job_id: int) -> str:
     """A unique, valid container name that starts with the job id (the reaper reads it)."""
-    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", job_id)[:80]
-    return f"onloop-job-{safe}--{secrets.token_hex(3)}"
+    return f"onloop-job-{job_id}--{secrets.token_hex(3)}"
 
 
 def exec_ids(limits: Limits) -> tuple[int, int]:
@@ -109,7 +107,7 @@ class DockerSandbox(Sandbox):
         self,
         client: docker.DockerClient,
         container: Container,
-        job_id: str,
+        job_id: int,
         workspace: Path,
         limits: Limits,
     ) -> None:
@@ -252,9 +250,9 @@ class DockerBackend(SandboxBackend):
         self.runtime = runtime or None
         self.host = socket.gethostname()
 
-    def labels(self, job_id: str) -> dict[str, str]:
+    def labels(self, job_id: int) -> dict[str, str]:
         """The labels every job container carries."""
-        return {JOB_LABEL: job_id, HOST_LABEL: self.host}
+        return {JOB_LABEL: str(job_id), HOST_LABEL: self.host}
 
     def prepare(self, workspace: Path, limits: Limits) -> None:
         """Hand the workspace to the sandbox's user (only needed when the worker is root)."""
@@ -265,7 +263,7 @@ class DockerBackend(SandboxBackend):
 
     def start(
         self,
-        job_id: str,
+        job_id: int,
         image: str,
         workspace: Path,
         limits: Limits | None = None,

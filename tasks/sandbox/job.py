@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import shutil
 import stat
 import tempfile
@@ -60,7 +59,7 @@ def job_sandbox(
     backend: SandboxBackend,
     cache: RepoCache,
     *,
-    job_id: str,
+    job_id: int,
     repo: str,
     clone_url: str,
     rev: str,
@@ -153,16 +152,15 @@ def job_sandbox(
             pool.after_job(cache, repo, commit, clone_url, run_image)  # for the next job
 
 
-def _fresh(root: Path, job_id: str) -> Path:
+def _fresh(root: Path, job_id: int) -> Path:
     root.mkdir(parents=True, exist_ok=True)
-    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", job_id)[:80]
-    return Path(tempfile.mkdtemp(prefix=f"job-{safe}-", dir=root))
+    return Path(tempfile.mkdtemp(prefix=f"job-{job_id}-", dir=root))
 
 
 def _setup(
     backend: SandboxBackend,
     snapshots: SnapshotStore | None,
-    job_id: str,
+    job_id: int,
     repo: str,
     image: str,
     workspace: Path,

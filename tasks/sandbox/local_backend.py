@@ -67,7 +67,7 @@ class LocalSandbox(Sandbox):
 
     backend_name = "local"
 
-    def __init__(self, backend: LocalBackend, job_id: str, workspace: Path, limits: Limits) -> None:
+    def __init__(self, backend: LocalBackend, job_id: int, workspace: Path, limits: Limits) -> None:
         super().__init__(job_id, workspace, limits)
         self.backend = backend
         self._fds: dict[str, int] = {}
@@ -232,7 +232,7 @@ class LocalBackend(SandboxBackend):
 
     def start(
         self,
-        job_id: str,
+        job_id: int,
         image: str,
         workspace: Path,
         limits: Limits | None = None,

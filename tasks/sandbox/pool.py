@@ -44,7 +44,7 @@ class PoolSlot:
     image: str
     repo: str | None = None
 
-    def activate(self, job_id: str, limits: Limits) -> DockerSandbox:
+    def activate(self, job_id: int, limits: Limits) -> DockerSandbox:
         """The slot's container as the job's sandbox. It is renamed after the job in the
         background (the reaper reads the name; until then it counts as the live pool's)."""
         backend = self.pool.backend
@@ -57,7 +57,7 @@ class PoolSlot:
         threading.Thread(target=self._rename, args=(job_id,), daemon=True).start()
         return sandbox
 
-    def _rename(self, job_id: str) -> None:
+    def _rename(self, job_id: int) -> None:
         try:
             self.container.rename(container_name(job_id))
         except docker.errors.APIError:

@@ -25,7 +25,7 @@ from tasks.sandbox.docker_backend import (
 
 log = logging.getLogger(__name__)
 
-IsRunning = Callable[[str], bool]
+IsRunning = Callable[[int], bool]  # is the job with this id queued or running?
 
 
 def process_token(pid: int | None = None) -> str:
@@ -54,8 +54,26 @@ def owner_alive(owner: str, *, max_age: float, age: float) -> bool:
     return process_start_time(int(pid_text)) == started != ""
 
 
+def job_id_of(text: str) -> int | None:
+    """The job id a label or a name holds, or None: then no job runs in what carries it."""
+    return int(text) if text.isascii() and text.isdigit() else None
+
+
+def _still_running(is_running: IsRunning, job: str, what: object) -> bool | None:
+    """Whether the job that `job` (a label, or part of a name) names runs; None when the
+    database cannot say, and `what` is kept for now."""
+    job_id = job_id_of(job)
+    if job_id is None:
+        return False
+    try:
+        return is_running(job_id)
+    except Exception:
+        log.warning("reaper: cannot tell whether job %s runs; keeping %s", job, what)
+        return None
+
+
 def job_from_name(name: str) -> str | None:
-    """The job id in a claimed pool container's name (`onloop-job-<id>--<suffix>`)."""
+    """The job in a claimed pool container's name (`onloop-job-<id>--<suffix>`)."""
     if name.startswith("onloop-job-") and "--" in name:
         return name[len("onloop-job-") :].rsplit("--", 1)[0]
     return None
@@ -84,10 +102,8 @@ def reap(
         if job:
             if age < min_age:
                 continue
-            try:
-                keep = is_running(job)
-            except Exception:
-                log.warning("reaper: cannot tell whether job %s runs; keeping %s", job, name)
+            keep = _still_running(is_running, job, name)
+            if keep is None:  # the database cannot say: kept for now
                 continue
         elif labels.get(POOL_LABEL):
             keep = owner_alive(labels[POOL_LABEL], max_age=pool_max_age, age=age)
@@ -131,11 +147,7 @@ def reap_networks(
         name = str(info.get("Name", "?"))
         if now - created_at(str(info.get("Created", ""))) < min_age:
             continue
-        try:
-            if job and is_running(job):
-                continue
-        except Exception:
-            log.warning("reaper: cannot tell whether job %s runs; keeping %s", job, name)
+        if job and _still_running(is_running, job, name) is not False:
             continue
         try:
             if remove_network(client, str(info["Id"])):
@@ -147,7 +159,7 @@ def reap_networks(
 
 
 def job_from_workspace(name: str) -> str | None:
-    """The job id in a workspace's name (`job-<id>-<mkdtemp suffix>`, tasks/sandbox/job.py);
+    """The job in a workspace's name (`job-<id>-<mkdtemp suffix>`, tasks/sandbox/job.py);
     the suffix has no dash, the id may."""
     rest = name[len("job-") :] if name.startswith("job-") else ""
     return (rest.rsplit("-", 1)[0] or None) if "-" in rest else None
@@ -167,11 +179,7 @@ def reap_workspaces(root: Path, is_running: IsRunning, *, min_age: float = 60.0)
         if not stat.S_ISDIR(info.st_mode) or now - info.st_mtime < min_age:
             continue
         job = job_from_workspace(path.name)
-        try:
-            if job and is_running(job):
-                continue
-        except Exception:
-            log.warning("reaper: cannot tell whether job %s runs; keeping %s", job, path)
+        if job and _still_running(is_running, job, path) is not False:
             continue
         remove_tree(path)
         if os.path.lexists(path):

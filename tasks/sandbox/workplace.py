@@ -106,11 +106,9 @@ def reap_sandboxes(
     `workspaces/job-…`). A worker killed in a job leaves all of these behind. `backend` is
     the worker's (one is made for Docker when not given)."""
 
-    def is_running(job_id: str) -> bool:
-        if not job_id.isdigit():
-            return False
+    def is_running(job_id: int) -> bool:
         with db.read() as s:
-            state = s.scalar(select(Job.state).where(Job.id == int(job_id)))
+            state = s.scalar(select(Job.state).where(Job.id == job_id))
         return state in (JobState.QUEUED, JobState.RUNNING)
 
     removed: list[str] = []

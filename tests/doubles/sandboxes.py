@@ -4,6 +4,7 @@ image's name, and the containers of a job."""
 from __future__ import annotations
 
 import os
+import random
 from collections.abc import Callable
 from typing import Any
 
@@ -37,5 +38,11 @@ def docker_or_fail() -> Any:
     return client
 
 
-def job_containers(client: Any, job_id: str) -> list[Any]:
+def job_containers(client: Any, job_id: int) -> list[Any]:
     return list(client.containers.list(all=True, filters={"label": f"onloop.job={job_id}"}))
+
+
+def new_job_id() -> int:
+    """A job id no test database holds (those count from 1; test_sandbox_cli's are below
+    2·10^8) and no other test's sandbox shares, on a Docker daemon shared between runs."""
+    return random.randrange(10**9, 2 * 10**9)

@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import select, update
 
 from app.core.settings import Settings
-from app.intake.record import IGNORED_SUSPENDED, IGNORED_UNINSTALLED
+from app.intake.decide import Ignored
 from app.store.db import Database
 from app.store.models import Delivery, Job, JobState
 from app.web import create_app
@@ -79,8 +79,8 @@ def outcome(db: Database, guid: str) -> str | None:
 @pytest.mark.parametrize(
     ("action", "what", "ignored", "back"),
     [
-        ("deleted", "uninstalled", IGNORED_UNINSTALLED, "created"),
-        ("suspend", "suspended", IGNORED_SUSPENDED, "unsuspend"),
+        ("deleted", "uninstalled", Ignored.UNINSTALLED, "created"),
+        ("suspend", "suspended", Ignored.SUSPENDED, "unsuspend"),
     ],
 )
 def test_deleted_or_suspended_cancels_live_jobs_and_takes_no_new_ones(

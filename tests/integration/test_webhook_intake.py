@@ -78,6 +78,24 @@ def test_bad_json_is_400(client: Any, db: Database) -> None:
     assert counts(db) == EMPTY
 
 
+def test_json_nested_past_the_recursion_limit_is_400(client: Any, db: Database) -> None:
+    body = b'{"issue": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"
+    assert post(client, body, signed_headers(body, "issues")).status_code == 400
+    assert counts(db) == EMPTY
+
+
+def test_wrong_typed_fields_are_ignored_not_a_server_error(client: Any, db: Database) -> None:
+    data = fix_label_payload()
+    data["installation"] = "42"
+    data["issue"]["number"] = "7"
+    response = deliver(client, "issues", data, guid="wrong-types")
+    assert response.status_code == 204
+    with db.read() as s:
+        delivery = s.scalar(select(Delivery).where(Delivery.guid == "wrong-types"))
+        assert delivery is not None and delivery.installation_id is None
+        assert delivery.outcome == "ignored: payload names no issue or pull request number"
+
+
 @pytest.mark.parametrize("header", ["X-GitHub-Event", "X-GitHub-Delivery"])
 def test_missing_event_or_delivery_is_400(client: Any, db: Database, header: str) -> None:
     body = json.dumps(fix_label_payload()).encode()
@@ -109,7 +127,7 @@ def test_fix_label_records_delivery_job_and_outbox_in_one_go(client: Any, db: Da
         assert s.scalar(select(Outbox.job_id)) == job_id
         delivery = s.scalar(select(Delivery).where(Delivery.guid == "guid-a"))
         assert delivery is not None and delivery.outcome == "fix_issue"
-        assert job.delivery_id == delivery.id
+        assert job.delivery_row_id == delivery.id
 
 
 def test_same_guid_twice_is_one_delivery(client: Any, db: Database) -> None:

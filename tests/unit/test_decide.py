@@ -7,9 +7,8 @@ from typing import Any
 import pytest
 
 from app.core.kinds import Kind
-from app.intake import decide as d
 from app.intake.commands import CancelStale, Command, InstallationChange
-from app.intake.decide import decide, explain, parse_command
+from app.intake.decide import Ignored, decide, explain, parse_command
 from app.intake.events import Event
 from app.policy.repo_config import RepoConfig
 from tests.doubles.webhooks import event_name, fixture_names, load_fixture
@@ -18,7 +17,7 @@ CONFIG = RepoConfig()
 
 
 def event(name: str, data: dict[str, Any]) -> Event:
-    return Event(name=name, delivery_id="guid-1", data=data)
+    return Event(name=name, delivery_guid="guid-1", data=data)
 
 
 def labeled(label: str = "agent:fix") -> dict[str, Any]:
@@ -47,7 +46,7 @@ def test_fix_label_on_issue_is_fix_issue() -> None:
 
 
 def test_other_label_and_configured_label() -> None:
-    assert explain(event("issues", labeled("bug")), CONFIG) == d.IGNORED_OTHER_LABEL
+    assert explain(event("issues", labeled("bug")), CONFIG) == Ignored.OTHER_LABEL
     custom = RepoConfig(fix_label="bot please")
     assert isinstance(decide(event("issues", labeled("bot please")), custom), Command)
     assert decide(event("issues", labeled("agent:fix")), custom) is None
@@ -56,7 +55,7 @@ def test_other_label_and_configured_label() -> None:
 def test_fix_label_on_pull_request_is_ignored() -> None:
     data = labeled()
     data["issue"]["pull_request"] = {"url": "x"}
-    assert explain(event("issues", data), CONFIG) == d.IGNORED_PULL_REQUEST_LABEL
+    assert explain(event("issues", data), CONFIG) == Ignored.PULL_REQUEST_LABEL
 
 
 @pytest.mark.parametrize(
@@ -94,21 +93,21 @@ def test_verb_the_repo_does_not_allow_answers_with_help() -> None:
 
 
 def test_comment_ignores() -> None:
-    assert explain(event("issue_comment", pr_comment("thanks!")), CONFIG) == d.IGNORED_NOT_A_COMMAND
+    assert explain(event("issue_comment", pr_comment("thanks!")), CONFIG) == Ignored.NOT_A_COMMAND
     assert explain(event("issue_comment", pr_comment("see /agent rebase")), CONFIG) == (
-        d.IGNORED_NOT_A_COMMAND
+        Ignored.NOT_A_COMMAND
     )
     on_issue = load_fixture("issue_comment.created")
     on_issue["comment"]["body"] = "/agent rebase"
-    assert explain(event("issue_comment", on_issue), CONFIG) == d.IGNORED_NOT_ON_PR
+    assert explain(event("issue_comment", on_issue), CONFIG) == Ignored.NOT_ON_PR
     bot = pr_comment("/agent rebase", sender_type="Bot")
-    assert explain(event("issue_comment", bot), CONFIG) == d.IGNORED_BOT_SENDER
+    assert explain(event("issue_comment", bot), CONFIG) == Ignored.BOT_SENDER
     own = pr_comment("/agent rebase")
     own["sender"]["login"] = own["comment"]["user"]["login"] = "onloop[bot]"
-    assert explain(event("issue_comment", own), CONFIG) == d.IGNORED_BOT_SENDER
+    assert explain(event("issue_comment", own), CONFIG) == Ignored.BOT_SENDER
     edited = pr_comment("/agent rebase")
     edited["action"] = "edited"
-    assert explain(event("issue_comment", edited), CONFIG) == d.IGNORED_UNROUTED
+    assert explain(event("issue_comment", edited), CONFIG) == Ignored.UNROUTED
 
 
 def failed(name: str, fixture: str) -> dict[str, Any]:
@@ -129,20 +128,20 @@ def test_check_suite_failure_is_fix_ci_for_the_matching_pr() -> None:
 
 def test_success_is_ignored_and_auto_fix_can_be_off() -> None:
     data = load_fixture("check_suite.completed")
-    assert explain(event("check_suite", data), CONFIG) == d.IGNORED_NOT_FAILURE
+    assert explain(event("check_suite", data), CONFIG) == Ignored.NOT_FAILURE
     red = failed("check_suite", "check_suite.completed")
     assert explain(event("check_suite", red), RepoConfig(auto_fix_ci=False)) == (
-        d.IGNORED_AUTO_FIX_OFF
+        Ignored.AUTO_FIX_OFF
     )
 
 
 def test_workflow_run_whose_prs_moved_on_is_ignored() -> None:
     # In this payload the run's head_sha differs from the listed PR's head sha.
     data = failed("workflow_run", "workflow_run.completed.with-pull-requests")
-    assert explain(event("workflow_run", data), CONFIG) == d.IGNORED_NO_MATCHING_PR
+    assert explain(event("workflow_run", data), CONFIG) == Ignored.NO_MATCHING_PR
     run = data["workflow_run"]
     run["pull_requests"][0]["head"]["sha"] = run["head_sha"]
-    assert explain(event("workflow_run", data), CONFIG) == d.IGNORED_NO_MATCHING_PR  # other repo
+    assert explain(event("workflow_run", data), CONFIG) == Ignored.NO_MATCHING_PR  # other repo
     run["pull_requests"][0]["head"]["repo"]["id"] = run["head_repository"]["id"]
     command = decide(event("workflow_run", data), CONFIG)
     assert isinstance(command, Command) and command.numbers == (2,)
@@ -179,7 +178,7 @@ def test_pr_pushed_or_closed_cancels_stale_jobs() -> None:
     closed = decide(event("pull_request", data), CONFIG)
     assert isinstance(closed, CancelStale) and closed.head_sha is None
     opened = load_fixture("pull_request.opened")
-    assert explain(event("pull_request", opened), CONFIG) == d.IGNORED_UNROUTED
+    assert explain(event("pull_request", opened), CONFIG) == Ignored.UNROUTED
 
 
 def test_installation_events() -> None:
@@ -192,14 +191,14 @@ def test_installation_events() -> None:
 
 
 def test_unrouted_and_unlabeled() -> None:
-    assert explain(event("ping", load_fixture("ping.with-app_id")), CONFIG) == d.IGNORED_UNROUTED
-    assert explain(event("issues", load_fixture("issues.unlabeled")), CONFIG) == d.IGNORED_UNROUTED
+    assert explain(event("ping", load_fixture("ping.with-app_id")), CONFIG) == Ignored.UNROUTED
+    assert explain(event("issues", load_fixture("issues.unlabeled")), CONFIG) == Ignored.UNROUTED
 
 
 @pytest.mark.parametrize("fixture", fixture_names())
 def test_every_fixture_decides_without_error(fixture: str) -> None:
     result = explain(event(event_name(fixture), load_fixture(fixture)), CONFIG)
-    assert isinstance(result, Command | CancelStale | InstallationChange) or result in d.IGNORED
+    assert isinstance(result, Command | CancelStale | InstallationChange) or result in Ignored
 
 
 def test_parse_command() -> None:
@@ -210,11 +209,9 @@ def test_parse_command() -> None:
 
 
 def test_onloops_own_check_suite_is_ignored() -> None:
-    from app.intake.decide import IGNORED_OWN_CHECKS, explain
-
     data = load_fixture("check_suite.completed")
     data["check_suite"]["conclusion"] = "failure"
     data["check_suite"]["app"]["id"] = 4242
     event = Event("check_suite", "guid-own", data)
-    assert explain(event, RepoConfig(), own_app_id=4242) == IGNORED_OWN_CHECKS
-    assert explain(event, RepoConfig(), own_app_id=7) != IGNORED_OWN_CHECKS
+    assert explain(event, RepoConfig(), own_app_id=4242) == Ignored.OWN_CHECKS
+    assert explain(event, RepoConfig(), own_app_id=7) != Ignored.OWN_CHECKS

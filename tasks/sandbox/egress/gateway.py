@@ -87,10 +87,6 @@ class EgressSession:
         return parse_refusals(logs)
 
 
-def _safe(job_id: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", job_id)[:60]
-
-
 class EgressGateway:
     """A worker's setup networking: the shared egress network, one proxy and internal network
     per job's setup, and the download cache every setup of this worker shares."""
@@ -156,12 +152,12 @@ class EgressGateway:
 
     @contextlib.contextmanager
     def session(
-        self, job_id: str, policy: EgressPolicy, uid: int, gid: int
+        self, job_id: int, policy: EgressPolicy, uid: int, gid: int
     ) -> Iterator[EgressSession]:
         """A job network and its proxy for one setup; both removed afterwards, always.
         `uid:gid` is who runs setup (it gets the download cache)."""
-        labels = {JOB_LABEL: job_id, HOST_LABEL: self.host}
-        suffix = f"{_safe(job_id)}--{secrets.token_hex(3)}"
+        labels = {JOB_LABEL: str(job_id), HOST_LABEL: self.host}
+        suffix = f"{job_id}--{secrets.token_hex(3)}"
         egress = self.egress_network()
         conf = Path(self.state_dir) / f"proxy-{suffix}"
         trust = Path(self.state_dir) / f"trust-{suffix}"
@@ -195,7 +191,7 @@ class EgressGateway:
             shutil.rmtree(conf, ignore_errors=True)
             shutil.rmtree(trust, ignore_errors=True)
 
-    def _write_conf(self, conf: Path, policy: EgressPolicy, trust: Path, job_id: str) -> None:
+    def _write_conf(self, conf: Path, policy: EgressPolicy, trust: Path, job_id: int) -> None:
         """The proxy's files (its own user's alone) and, when it intercepts, the job CA that
         setup trusts (`trust`, world-readable: it holds no secret)."""
         files = {"onloop_egress.py": PLUGIN.read_bytes()}

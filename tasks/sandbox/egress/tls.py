@@ -104,16 +104,15 @@ def _constraints(hosts: Sequence[str]) -> x509.NameConstraints:
     return x509.NameConstraints(permitted_subtrees=permitted, excluded_subtrees=None)
 
 
-def make_job_tls(hosts: Sequence[str], job: str = "") -> JobTls:
+def make_job_tls(hosts: Sequence[str], job_id: int | None = None) -> JobTls:
     """A CA for `hosts` alone and a certificate for each host, signed, the CA key dropped."""
     hosts = sorted(set(hosts))
     if not hosts:
         raise ValueError("a job CA needs at least one host")
     now = dt.datetime.now(dt.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name(
-        [x509.NameAttribute(NameOID.COMMON_NAME, f"onloop setup {job}".strip()[:64])]
-    )
+    name = "onloop setup" if job_id is None else f"onloop setup job {job_id}"
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
     ca = (
         x509.CertificateBuilder()
         .subject_name(ca_name)

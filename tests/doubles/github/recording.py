@@ -15,7 +15,7 @@ class Recorder:
         self._calls: list[Call] = []
         self.pushes: list[Push] = []
         self.refusals: list[Refusal] = []
-        self.redeliveries: list[int] = []  # delivery ids POSTed to .../attempts
+        self.redeliveries: list[int] = []  # hook attempt ids POSTed to .../attempts
         self.faults: list[Fault] = []
         self.rate_used: dict[str, int] = {}
         self.errors: list[str] = []  # tracebacks of bugs in the double itself

@@ -14,17 +14,18 @@ from tasks.sandbox.base import Limits, SandboxError
 from tasks.sandbox.docker_backend import JOB_LABEL, POOL_LABEL, DockerBackend, create_kwargs
 from tasks.sandbox.pool import WarmPool
 from tasks.sandbox.reaper import process_token, reap
-from tests.doubles.sandboxes import job_containers
+from tests.doubles.sandboxes import job_containers, new_job_id
 
 pytestmark = pytest.mark.docker
 
 
 def test_container_is_locked_down(docker_client: Any, image: str, tmp_path: Path) -> None:
     limits = Limits(memory_mb=300, cpus=0.5, pids=77)
-    with DockerBackend(docker_client).start("lock-1", image, tmp_path, limits) as sb:
+    job = new_job_id()
+    with DockerBackend(docker_client).start(job, image, tmp_path, limits) as sb:
         host = docker_client.api.inspect_container(sb.container_id)["HostConfig"]
         config = docker_client.api.inspect_container(sb.container_id)["Config"]
-        assert config["Labels"][JOB_LABEL] == "lock-1"
+        assert config["Labels"][JOB_LABEL] == str(job)
         assert host["NetworkMode"] == "none"
         assert host["ReadonlyRootfs"] is True
         assert host["CapDrop"] == ["ALL"]
@@ -37,7 +38,7 @@ def test_container_is_locked_down(docker_client: Any, image: str, tmp_path: Path
         assert not host["Binds"]
         assert sb.exec("id -u").stdout.strip() == "1000"
         assert config["User"] != "0" and not config["User"].startswith("0:")
-    assert not job_containers(docker_client, "lock-1")
+    assert not job_containers(docker_client, job)
 
 
 def test_runtime_comes_from_settings_and_a_bad_one_leaves_nothing(
@@ -46,18 +47,19 @@ def test_runtime_comes_from_settings_and_a_bad_one_leaves_nothing(
     kwargs = create_kwargs(image, tmp_path, Limits(), {}, "n", runtime="runsc")
     assert kwargs["runtime"] == "runsc"
     backend = DockerBackend(docker_client, runtime="no-such-runtime")
+    job = new_job_id()
     with pytest.raises(SandboxError):
-        backend.start("rt-1", image, tmp_path)
-    assert not job_containers(docker_client, "rt-1")
+        backend.start(job, image, tmp_path)
+    assert not job_containers(docker_client, job)
     with pytest.raises(SandboxError, match="build-image"):
-        DockerBackend(docker_client).start("rt-2", "onloop-no-such:image", tmp_path)
+        DockerBackend(docker_client).start(new_job_id(), "onloop-no-such:image", tmp_path)
 
 
 def test_reaper_removes_containers_of_jobs_that_do_not_run(
     docker_client: Any, image: str, tmp_path: Path
 ) -> None:
     backend = DockerBackend(docker_client)
-    running, dead = f"run-{uuid.uuid4().hex[:6]}", f"dead-{uuid.uuid4().hex[:6]}"
+    running, dead = new_job_id(), new_job_id()
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     keep = backend.start(running, image, tmp_path / "a")
@@ -71,9 +73,9 @@ def test_reaper_removes_containers_of_jobs_that_do_not_run(
             f"onloop-pool-{uuid.uuid4().hex[:6]}",
         )
     )
-    asked: list[str] = []
+    asked: list[int] = []
 
-    def is_running(job: str) -> bool:
+    def is_running(job: int) -> bool:
         asked.append(job)
         return job != dead  # containers of other tests' jobs are left alone
 
@@ -103,12 +105,14 @@ def test_warm_pool_hands_out_a_ready_container(
         slot = pool.claim(image, limits)
         assert slot is not None
         (slot.workspace / "hello.txt").write_text("from the worker")
-        sb = slot.activate("pooled-1", Limits(job_timeout=600))
+        job = new_job_id()
+        sb = slot.activate(job, Limits(job_timeout=600))
         assert sb.exec("cat hello.txt").stdout == "from the worker"
-        assert sb.container.reload() is None and sb.container.name.startswith("onloop-job-pooled-1")
+        assert sb.container.reload() is None
+        assert sb.container.name.startswith(f"onloop-job-{job}--")
         # The idle container of a live worker survives the reaper; the job's goes with its job.
         pool.fill()
-        removed = reap(docker_client, lambda job: job != "pooled-1", min_age=0)
+        removed = reap(docker_client, lambda running: running != job, min_age=0)
         assert removed == [sb.container.name]
         assert len(pool._idle) == 1
         idle = pool._idle[0].container
@@ -126,7 +130,7 @@ def test_image_has_the_tools_and_a_user(docker_client: Any, image: str, tmp_path
 
     labels = docker_client.images.get(image).labels
     assert labels[HASH_LABEL] == content_hash()
-    with DockerBackend(docker_client).start("img-1", image, tmp_path) as sb:
+    with DockerBackend(docker_client).start(new_job_id(), image, tmp_path) as sb:
         res = sb.exec(
             "python3 --version && git --version && ruff --version && pytest --version "
             "&& gcc --version && make --version && id -un && pwd"

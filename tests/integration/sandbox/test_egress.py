@@ -4,7 +4,6 @@ job network and proxy removed with the job."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from tasks.sandbox.egress.gateway import (
 from tasks.sandbox.job import SetupFailed, job_sandbox
 from tests.doubles.git_server import GitServer, make_repo
 from tests.doubles.package_index import PackageIndex
+from tests.doubles.sandboxes import new_job_id
 
 PROBE = """
 import socket, sys
@@ -51,11 +51,7 @@ def probe(box: Sandbox, *targets: str) -> str:
     return done.stdout
 
 
-def job_id() -> str:
-    return f"egress-{uuid.uuid4().hex[:8]}"
-
-
-def leftovers(client: Any, job: str) -> list[str]:
+def leftovers(client: Any, job: int) -> list[str]:
     label = {"label": f"onloop.job={job}"}
     nets = [n.name for n in client.networks.list(filters=label)]
     return nets + [c.name for c in client.containers.list(all=True, filters=label)]
@@ -196,7 +192,7 @@ def test_setup_installs_from_the_allowlisted_index_then_the_sandbox_has_no_netwo
     try:
         for n, repo in enumerate(("o/first", "o/second")):
             sha = make_repo(git_server.root / f"{repo}.git", REQS)
-            job = job_id()
+            job = new_job_id()
             url = git_server.url(repo)
             with job_sandbox(
                 backend, cache, job_id=job, repo=repo, clone_url=url, rev=sha, **common
@@ -260,7 +256,7 @@ def test_a_host_not_on_the_list_is_refused_and_recorded_on_the_job(
             f" --trusted-host {other_target} onloop-demo"
         )
         sha = make_repo(git_server.root / "o" / "r.git", REQS)
-        job = job_id()
+        job = new_job_id()
         with pytest.raises(SetupFailed) as err:
             with job_sandbox(
                 DockerBackend(docker_client),
@@ -296,14 +292,14 @@ def test_jobs_cannot_reach_each_other_nor_the_host_directly(
     backend = DockerBackend(docker_client)
     limits = Limits(command_timeout=60)
     policy = gateway.policy([f"{index.url}/simple/"])
-    jobs = [job_id(), job_id()]
+    jobs = [new_job_id(), new_job_id()]
     boxes: list[Sandbox] = []
     with (
         gateway.session(jobs[0], policy, *exec_ids(limits)) as a,
         gateway.session(jobs[1], policy, *exec_ids(limits)) as b,
     ):
         for job, net in zip(jobs, (a, b), strict=True):
-            ws = tmp_path / job
+            ws = tmp_path / str(job)
             ws.mkdir()
             boxes.append(backend.start(job, gateway.proxy_image, ws, limits, network=net.network))
         try:
@@ -345,7 +341,7 @@ def test_the_reaper_removes_a_dead_job_s_network_and_proxy(
 ) -> None:
     from tasks.sandbox.reaper import reap
 
-    job = job_id()
+    job = new_job_id()
     session = gateway.session(job, EgressPolicy.from_entries(["pypi"]), 1000, 1000)
     net = session.__enter__()
     try:

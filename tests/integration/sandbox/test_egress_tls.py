@@ -9,7 +9,6 @@ import hashlib
 import ssl
 import subprocess
 import tempfile
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from tasks.sandbox.egress.tls import JobTls, make_job_tls, proxy_flags
 from tasks.sandbox.job import SetupFailed, job_sandbox
 from tests.doubles.git_server import GitServer, make_repo
 from tests.doubles.package_index import PackageIndex
+from tests.doubles.sandboxes import new_job_id
 
 # What setup sees of the TLS of each host:port it names: the certificate the other end shows
 # through the proxy (sha256 of its DER), not verified.
@@ -64,7 +64,7 @@ def _fingerprint(pem: bytes) -> str:
 
 
 def test_the_job_ca_vouches_for_its_hosts_alone_and_its_key_is_gone(tmp_path: Path) -> None:
-    tls = make_job_tls(["pkgs.example.com", "10.1.2.3", "pkgs.example.com"], "job-7")
+    tls = make_job_tls(["pkgs.example.com", "10.1.2.3", "pkgs.example.com"], 7)
     ca = x509.load_pem_x509_certificate(tls.ca_pem)
     constraints = ca.extensions.get_extension_for_class(x509.NameConstraints)
     assert constraints.critical
@@ -145,7 +145,7 @@ def test_setup_installs_from_an_https_index_with_credentials_the_proxy_adds(
         git_server.root / "o" / "r.git",
         {"requirements.txt": "onloop-private\n", "README": "demo\n"},
     )
-    job = f"egress-tls-{uuid.uuid4().hex[:8]}"
+    job = new_job_id()
     with job_sandbox(
         DockerBackend(docker_client),
         RepoCache(tmp_path / "cache"),
@@ -222,7 +222,7 @@ def test_credentials_follow_the_connection_s_upstream_not_the_request_s_host(
         )
         policy = gateway.policy([f"{private.url}/simple/", other.url])
         limits = Limits(command_timeout=60)
-        job = f"egress-keep-{uuid.uuid4().hex[:8]}"
+        job = new_job_id()
         with gateway.session(job, policy, *exec_ids(limits)) as net:
             backend = DockerBackend(gateway.client)
             (tmp_path / "ws").mkdir()
@@ -263,7 +263,7 @@ def test_an_index_whose_certificate_does_not_verify_gets_no_credentials_and_is_e
         with job_sandbox(
             DockerBackend(gateway.client),
             RepoCache(tmp_path / "cache"),
-            job_id=f"egress-tls-{uuid.uuid4().hex[:8]}",
+            job_id=new_job_id(),
             repo="o/r",
             clone_url=git_server.url("o/r"),
             rev=sha,
@@ -306,7 +306,7 @@ def test_an_https_index_s_credentials_never_go_in_a_plain_request(
         policy = gateway.policy([f"https://{target}/simple/"])
         assert policy.intercept == {target}
         limits = Limits(command_timeout=60)
-        job = f"egress-clear-{uuid.uuid4().hex[:8]}"
+        job = new_job_id()
         fetch = (
             "import urllib.request as u\n"
             f"try: u.urlopen('http://{target}/simple/onloop-demo/', timeout=20)\n"

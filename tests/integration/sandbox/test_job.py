@@ -4,7 +4,6 @@ and the job's commits brought out through a bundle and pushed with the token."""
 from __future__ import annotations
 
 import os
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -15,15 +14,12 @@ from tasks.git.repo_cache import RepoCache
 from tasks.sandbox.base import SandboxBackend
 from tasks.sandbox.job import SetupFailed, collect_commits, job_sandbox, read_workspace_file
 from tests.doubles.git_server import GitServer, make_repo
+from tests.doubles.sandboxes import new_job_id
 
 PROJECT = {
     "pyproject.toml": "[project]\nname = 'demo'\nversion = '0.1'\n",
     "demo.py": "VALUE = 1\n",
 }
-
-
-def job_id() -> str:
-    return f"job-{uuid.uuid4().hex[:8]}"
 
 
 def test_no_onloop_value_or_token_inside_the_sandbox(
@@ -41,7 +37,7 @@ def test_no_onloop_value_or_token_inside_the_sandbox(
     with job_sandbox(
         backend,
         cache,
-        job_id=job_id(),
+        job_id=new_job_id(),
         repo="o/r",
         clone_url=git_server.url("o/r"),
         rev=sha,
@@ -80,7 +76,7 @@ def test_commits_come_out_through_a_bundle_and_are_pushed(
     url = git_server.url("o/r")
     kwargs: dict[str, Any] = {"repo": "o/r", "clone_url": url, "image": run_image, "token": token}
     with job_sandbox(
-        backend, cache, job_id=job_id(), rev=sha, workspace_root=tmp_path / "j", **kwargs
+        backend, cache, job_id=new_job_id(), rev=sha, workspace_root=tmp_path / "j", **kwargs
     ) as job:
         sb = job.sandbox
         assert collect_commits(sb, cache, "o/r", sha, "refs/onloop/jobs/1") is None
@@ -127,19 +123,19 @@ def test_warm_snapshot_skips_setup_for_the_same_dependencies(
     }
     made: list[str] = []
     try:
-        with job_sandbox(backend, cache, job_id=job_id(), rev=sha, **common) as first:
+        with job_sandbox(backend, cache, job_id=new_job_id(), rev=sha, **common) as first:
             assert first.setup is not None and first.setup.ok
             assert first.snapshot and first.image == first.snapshot
             made.append(first.snapshot)
             assert first.sandbox.exec("python -c 'import demo; print(demo.VALUE)'").stdout == "1\n"
             assert first.sandbox.exec("touch /opt/venv/x").exit_code != 0  # read-only again
-        with job_sandbox(backend, cache, job_id=job_id(), rev=sha, **common) as second:
+        with job_sandbox(backend, cache, job_id=new_job_id(), rev=sha, **common) as second:
             assert second.setup is None and second.snapshot == first.snapshot
             assert second.sandbox.exec("cat /opt/venv/m").stdout == "done\n"
             assert second.sandbox.exec("python -c 'import demo'").ok
         # A different dependency file means a different key: setup runs again.
         other = dict(common, setup=setup + " && true")
-        with job_sandbox(backend, cache, job_id=job_id(), rev=sha, **other) as third:
+        with job_sandbox(backend, cache, job_id=new_job_id(), rev=sha, **other) as third:
             assert third.setup is not None and third.snapshot != first.snapshot
             made.append(str(third.snapshot))
         # Above the cap, the least recently used snapshot goes first.
@@ -149,7 +145,7 @@ def test_warm_snapshot_skips_setup_for_the_same_dependencies(
         assert store.evict() == [oldest]
         failing = dict(common, setup="exit 3")
         with pytest.raises(SetupFailed) as err:
-            with job_sandbox(backend, cache, job_id=job_id(), rev=sha, **failing):
+            with job_sandbox(backend, cache, job_id=new_job_id(), rev=sha, **failing):
                 pass
         assert err.value.result.exit_code == 3
     finally:
@@ -184,13 +180,13 @@ def test_pool_primes_the_next_job_of_a_repository(
     }
     try:
         pool.fill()
-        with job_sandbox(backend, cache, job_id=job_id(), rev=first, **common) as one:
+        with job_sandbox(backend, cache, job_id=new_job_id(), rev=first, **common) as one:
             assert one.pooled and not one.primed
             assert one.sandbox.exec("cat old.txt").stdout == "old\n"
         pool.settle()
         second = push_commit(bare, "new.txt", "new\n")
         with job_sandbox(
-            backend, cache, job_id=job_id(), rev=second, branch="onloop/x", **common
+            backend, cache, job_id=new_job_id(), rev=second, branch="onloop/x", **common
         ) as two:
             assert two.pooled and two.primed and two.sha == second
             sb = two.sandbox

@@ -36,12 +36,12 @@ def pool_containers(client: Any) -> set[str]:
     return {c.name for c in client.containers.list(all=True, filters={"label": POOL_LABEL})}
 
 
-def add_job(db: Database, state: str) -> str:
+def add_job(db: Database, state: str) -> int:
     # Ids far from other tests' so the sweep's verdicts concern this test's containers.
     job_id = random.randrange(10**8, 2 * 10**8)
     with db.transaction() as s:
         s.add(Job(id=job_id, kind="review", repo="o/r", requested_by="someone", state=state))
-    return str(job_id)
+    return job_id
 
 
 def test_reap_removes_finished_jobs_sandboxes_and_keeps_running_ones(

@@ -16,7 +16,7 @@ from app.core.settings import Settings
 from app.store.db import Database
 from app.store.models import Job, JobState
 from tasks.sandbox.base import chown_tree
-from tasks.sandbox.reaper import job_from_workspace, reap_workspaces
+from tasks.sandbox.reaper import job_from_workspace, job_id_of, reap_workspaces
 from tasks.sandbox.workplace import reap_sandboxes
 
 SANDBOX_UID = 1000  # Limits().uid: a root worker chowns the workspace to it
@@ -116,6 +116,21 @@ def test_a_worker_that_is_not_root_removes_a_workspace_with_read_only_directorie
 
 def test_a_workspace_name_gives_its_job() -> None:
     assert job_from_workspace("job-42-k3j_x9a1") == "42"
-    assert job_from_workspace("job-a-b_c-k3j_x9a1") == "a-b_c"  # job.py keeps `-` in an id
+    assert job_from_workspace("job-a-b_c-k3j_x9a1") == "a-b_c"  # no job id: reaped
     assert job_from_workspace("job-nosuffix") is None
     assert job_from_workspace("slot-3") is None
+    assert job_id_of("42") == 42
+    assert job_id_of("a-b_c") is job_id_of("") is job_id_of("-1") is job_id_of("\u0663") is None
+
+
+def test_a_workspace_that_names_no_job_id_is_reaped(tmp_path: Path) -> None:
+    asked: list[int] = []
+
+    def is_running(job: int) -> bool:
+        asked.append(job)
+        return True
+
+    old = workspace(tmp_path, "a-b_c", "k3j_x9a1")
+    mine = workspace(tmp_path, 12, "m4n5o6p7")
+    assert reap_workspaces(tmp_path, is_running) == [old.name]
+    assert asked == [12] and mine.exists()
