@@ -8,6 +8,7 @@ from werkzeug.exceptions import HTTPException
 from app.core.logs import get_logger
 from app.core.settings import Settings
 from app.store.db import Database
+from app.web import health, oauth, setup, webhooks
 from app.web.metrics import Metrics
 from app.web.state import EXTENSION, Onloop
 
@@ -23,8 +24,6 @@ def create_app(settings: Settings, db: Database | None = None) -> Flask:
         metrics=Metrics(database, settings.redis_url),
         log=get_logger("onloop.web"),
     )
-
-    from app.web import health, oauth, setup, webhooks
 
     app.register_blueprint(webhooks.bp)
     app.register_blueprint(health.bp)

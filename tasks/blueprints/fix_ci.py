@@ -7,6 +7,7 @@ from typing import Any
 
 from github.PullRequest import PullRequest
 
+from app.core.kinds import Kind
 from app.core.telemetry import telemetry
 from app.github.comments import upsert_comment
 from tasks.agent import AgentTask
@@ -96,7 +97,7 @@ def _change(state: FixCI) -> None:
     names = ", ".join(f.name for f in state.failures) or "checks"
     state.change = make_change(
         state.job,
-        AgentTask("fix_ci", title, f"{title}.\n\nThe failing CI jobs said:\n\n{body}"),
+        AgentTask(Kind.FIX_CI, title, f"{title}.\n\nThe failing CI jobs said:\n\n{body}"),
         rev=state.head_sha,
         branch=state.branch,
         refs=[f"refs/pull/{state.pr.number}/head"] if state.pr and state.fork else [],
