@@ -4,21 +4,13 @@ from __future__ import annotations
 
 import getpass
 import json
-from typing import TYPE_CHECKING
 
 import click
 
-if TYPE_CHECKING:
-    from app.store.db import Database
-
-
-def _database() -> Database:
-    from app.cli.main import check_migrated, settings_or_exit
-    from app.store.db import Database
-
-    settings = settings_or_exit()
-    check_migrated(settings)
-    return Database(settings.database_url)
+from app.cli.common import migrated_database, parse_since
+from app.policy import governance
+from app.policy.governance import INSTALLATION, REPO
+from app.store import audit as log
 
 
 def _operator() -> str:
@@ -29,8 +21,6 @@ def _operator() -> str:
 
 
 def _targets(repo: str | None, installation: int | None) -> list[tuple[str, str]]:
-    from app.policy.governance import INSTALLATION, REPO
-
     targets = [(REPO, repo)] if repo else []
     if installation is not None:
         targets.append((INSTALLATION, str(installation)))
@@ -44,9 +34,7 @@ def _targets(repo: str | None, installation: int | None) -> list[tuple[str, str]
 @click.option("--by", default=None, help="who pauses (default: the local user)")
 def pause(repo: str | None, installation: int | None, reason: str | None, by: str | None) -> None:
     """Stop onloop starting work on REPO (owner/name) or an installation; no REPO: list pauses."""
-    from app.policy import governance
-
-    db = _database()
+    db = migrated_database()
     try:
         targets = _targets(repo, installation)
         if not targets:
@@ -73,12 +61,10 @@ def pause(repo: str | None, installation: int | None, reason: str | None, by: st
 @click.option("--by", default=None, help="who resumes (default: the local user)")
 def resume(repo: str | None, installation: int | None, by: str | None) -> None:
     """Let onloop start work on REPO (owner/name) or an installation again."""
-    from app.policy import governance
-
     targets = _targets(repo, installation)
     if not targets:
         raise click.UsageError("name a repository (owner/name) or --installation ID")
-    db = _database()
+    db = migrated_database()
     try:
         for scope, target in targets:
             try:
@@ -102,11 +88,8 @@ def audit(
     repo: str | None, since: str, job_id: int | None, action: str | None, as_json: bool
 ) -> None:
     """Print the audit log: every decision and action, oldest first."""
-    from app.cli.main import _since
-    from app.store import audit as log
-
-    start = _since(since)
-    db = _database()
+    start = parse_since(since)
+    db = migrated_database()
     try:
         rows = log.entries(db, repo=repo, since=start, job_id=job_id, action=action)
     finally:
@@ -115,9 +98,3 @@ def audit(
         click.echo(json.dumps(log.as_dict(row)) if as_json else log.format_entry(row))
     if not rows and not as_json:
         click.echo("no audit entries match", err=True)
-
-
-def register(group: click.Group) -> None:
-    """Add the commands to the `onloop` group."""
-    for command in (pause, resume, audit):
-        group.add_command(command)

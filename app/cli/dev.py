@@ -13,7 +13,9 @@ from pathlib import Path
 
 import click
 
+from app.core.logs import configure_logging
 from app.core.settings import load_settings
+from app.store import migrate
 
 VAR = Path("var")
 DEV_SECRETS = VAR / "dev-secrets.env"
@@ -72,8 +74,6 @@ def run_dev(bind: str) -> None:
         redis_proc, os.environ["ONLOOP_REDIS_URL"] = start_redis()
     os.environ.setdefault("ONLOOP_LOG_JSON", "false")
     settings = load_settings()
-    from app.store import migrate
-
     migrate.upgrade(settings.database_url)
     missing = settings.missing()
     click.echo(f"onloop dev: web on http://{bind}, database {settings.database_url}")
@@ -85,7 +85,7 @@ def run_dev(bind: str) -> None:
         )
     web = subprocess.Popen([sys.executable, "-m", "app.cli.devweb", bind])
     try:
-        from app.core.logs import configure_logging
+        # loaded by this command only: the worker and Celery, `onloop --help` stays fast
         from tasks.worker import run_worker
 
         configure_logging(settings.log_level, settings.log_json)

@@ -9,11 +9,20 @@ from dataclasses import dataclass
 from typing import Any
 
 import click
+import redis
 import requests
 from github import GithubException
 from pydantic import ValidationError
 
+import app.github.clients as gh
 from app.core.settings import Settings
+from app.github.transport import fail_fast
+from app.policy.org_config import load_org_config
+from app.policy.repo_config import ConfigError
+from app.store import migrate
+from tasks.agent.factory import config_problems
+from tasks.sandbox.egress.policy import load_credentials
+from tasks.sandbox.egress.tls import check_ca_bundle
 
 
 @dataclass
@@ -43,8 +52,6 @@ def _webhook_secret(s: Settings) -> Check:
 
 
 def _database(s: Settings) -> Check:
-    from app.store import migrate
-
     try:
         at, head = migrate.current(s.database_url), migrate.head()
     except Exception as exc:
@@ -61,7 +68,6 @@ def _database(s: Settings) -> Check:
 def _redis(s: Settings) -> Check:
     if not s.redis_url:
         return Check("redis", False, "ONLOOP_REDIS_URL not set", "set it (onloop dev starts one)")
-    import redis
 
     try:
         redis.Redis.from_url(s.redis_url, socket_connect_timeout=2, socket_timeout=2).ping()
@@ -75,6 +81,7 @@ def _redis(s: Settings) -> Check:
 def _docker(s: Settings) -> Check:
     if s.sandbox_backend != "docker":
         return Check("docker", True, f"not used (sandbox backend {s.sandbox_backend})")
+    # loaded by this check only: the Docker SDK, `onloop --help` stays fast
     import docker
 
     try:
@@ -105,9 +112,6 @@ def _github(s: Settings) -> Check:
         return Check(
             "github app", False, f"no key at {s.private_key_path}", "download the App's key"
         )
-    import app.github.clients as gh
-    from app.github.transport import fail_fast
-
     try:
         with fail_fast():  # no retries with backoff: minutes of silence before the answer
             slug = gh.app_slug(s)
@@ -119,8 +123,6 @@ def _github(s: Settings) -> Check:
 
 
 def _agent(s: Settings) -> Check:
-    from tasks.agent.base import config_problems
-
     problems = config_problems(s)
     if problems:
         return Check("agent", False, "; ".join(problems), "set it in .env (README, Settings)")
@@ -130,9 +132,6 @@ def _agent(s: Settings) -> Check:
 
 
 def _egress(s: Settings) -> Check:
-    from tasks.sandbox.egress.policy import load_credentials
-    from tasks.sandbox.egress.tls import check_ca_bundle
-
     said = []
     for setting, path in (
         ("ONLOOP_EGRESS_CREDENTIALS_FILE", s.egress_credentials_file),
@@ -156,9 +155,6 @@ def _egress(s: Settings) -> Check:
 
 
 def _org_config(s: Settings) -> Check:
-    from app.policy.org_config import load_org_config
-    from app.policy.repo_config import ConfigError
-
     path = s.config_file
     if path is None:
         return Check("org config", True, "no ONLOOP_CONFIG_FILE: built-in defaults")

@@ -5,66 +5,24 @@ from __future__ import annotations
 import json
 import sys
 import uuid
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import click
+import requests
+from github import GithubException
 from pydantic import ValidationError
 
-from app.cli.admin import register as register_admin
-from app.cli.setup import register as register_setup
+from app.cli import admin, sandbox, setup
+from app.cli.common import check_migrated, check_org_file, parse_since, settings_or_exit
+from app.cli.dev import run_dev
+from app.cli.doctor import explain_failure, run_doctor
+from app.core.logs import configure_logging
 from app.core.settings import REQUIRED_FOR_SERVICE, Settings, load_settings
-
-
-def settings_or_exit(required: tuple[str, ...] = ()) -> Settings:
-    """Build the settings once; on any problem print every bad name (never a value), exit 2."""
-    try:
-        settings = load_settings()
-    except ValidationError as exc:
-        # Never print e["input"]: it may be a secret.
-        lines = [
-            f"  ONLOOP_{str(e['loc'][0]).upper()}: {e['msg']}" for e in exc.errors() if e["loc"]
-        ]
-        click.echo("onloop: invalid settings:\n" + "\n".join(lines), err=True)
-        sys.exit(2)
-    missing = settings.missing(required)
-    if missing:
-        click.echo(
-            "onloop: missing required settings: " + ", ".join(missing) + "\n"
-            "Set them in the environment or in a .env file (see README, 'Settings').",
-            err=True,
-        )
-        sys.exit(2)
-    return settings
-
-
-def check_migrated(settings: Settings) -> None:
-    from app.store import migrate
-
-    try:
-        at, head = migrate.current(settings.database_url), migrate.head()
-    except Exception as exc:
-        click.echo(f"onloop: cannot reach the database: {type(exc).__name__}", err=True)
-        sys.exit(2)
-    if at != head:
-        click.echo(
-            f"onloop: the database is at {at}, not {head}: run `onloop db upgrade`", err=True
-        )
-        sys.exit(2)
-
-
-def check_org_file(settings: Settings) -> None:
-    """Refuse to start on a missing or invalid ONLOOP_CONFIG_FILE, in one line naming the file
-    and the line, rather than failing every job later."""
-    if settings.config_file is None:
-        return
-    from app.policy.org_config import OrgConfigError, check_file
-
-    try:
-        check_file(settings.config_file)
-    except OrgConfigError as exc:
-        click.echo(f"onloop: ONLOOP_CONFIG_FILE {exc}", err=True)
-        sys.exit(2)
+from app.github.transport import fail_fast
+from app.intake.events import sign
+from app.store import migrate
+from app.store.db import Database
+from tasks.queue.redeliver import redeliver_missed
 
 
 @click.group()
@@ -76,8 +34,8 @@ def main() -> None:
 @click.option("--bind", default="127.0.0.1:8000", show_default=True, help="HOST:PORT")
 def web(bind: str) -> None:
     """Serve the Flask app with gunicorn."""
+    # loaded by this command only: gunicorn and Flask, `onloop --help` stays fast
     from app.cli.server import serve
-    from app.core.logs import configure_logging
 
     settings = settings_or_exit(REQUIRED_FOR_SERVICE)
     configure_logging(settings.log_level, settings.log_json)
@@ -91,7 +49,7 @@ def web(bind: str) -> None:
 @click.option("--beat/--no-beat", default=False, help="also run the periodic scheduler")
 def worker(concurrency: int, beat: bool) -> None:
     """Run the Celery worker (and the outbox dispatcher)."""
-    from app.core.logs import configure_logging
+    # loaded by this command only: the worker and Celery, `onloop --help` stays fast
     from tasks.worker import run_worker
 
     settings = settings_or_exit((*REQUIRED_FOR_SERVICE, "redis_url"))
@@ -105,8 +63,6 @@ def worker(concurrency: int, beat: bool) -> None:
 @click.option("--bind", default="127.0.0.1:8000", show_default=True)
 def dev(bind: str) -> None:
     """Web and worker together with embedded defaults (SQLite, a local Redis)."""
-    from app.cli.dev import run_dev
-
     check_org_file(settings_or_exit())
     run_dev(bind)
 
@@ -118,10 +74,6 @@ def dev(bind: str) -> None:
 @click.option("--delivery", default=None, help="the X-GitHub-Delivery GUID (default: new)")
 def replay(file: Path, event_name: str, url: str | None, delivery: str | None) -> None:
     """Send a signed webhook delivery from a JSON file."""
-    import requests
-
-    from app.intake.events import sign
-
     settings = settings_or_exit(("webhook_secret",))
     assert settings.webhook_secret is not None
     body = file.read_bytes()
@@ -142,8 +94,6 @@ def replay(file: Path, event_name: str, url: str | None, delivery: str | None) -
 @main.command()
 def doctor() -> None:
     """Check configuration, database, Redis, Docker and GitHub credentials."""
-    from app.cli.doctor import run_doctor
-
     sys.exit(run_doctor(load_settings_for_doctor()))
 
 
@@ -158,18 +108,10 @@ def load_settings_for_doctor() -> Settings | ValidationError:
 @click.option("--since", default="24h", show_default=True, help="how far back: 30m, 24h, 7d")
 def redeliver(since: str) -> None:
     """Ask GitHub to redeliver deliveries that never reached onloop."""
-    import requests
-    from github import GithubException
-
-    from app.cli.doctor import explain_failure
-    from app.github.transport import fail_fast
-    from app.store.db import Database
-    from tasks.queue.redeliver import redeliver_missed
-
     settings = settings_or_exit(("app_id", "private_key_path"))
     try:
         with fail_fast():  # a person waits: no retries with minutes of backoff
-            guids = redeliver_missed(settings, Database(settings.database_url), _since(since))
+            guids = redeliver_missed(settings, Database(settings.database_url), parse_since(since))
     except (requests.RequestException, GithubException) as exc:
         detail, hint = explain_failure(exc, settings.github_api_url)
         click.echo(f"onloop: {detail} -> {hint}", err=True)
@@ -177,15 +119,6 @@ def redeliver(since: str) -> None:
     click.echo(f"requested {len(guids)} redelivery(ies)")
     for guid in guids:
         click.echo(f"  {guid}")
-
-
-def _since(text: str) -> datetime:
-    units = {"m": "minutes", "h": "hours", "d": "days"}
-    try:
-        amount, unit = int(text[:-1]), units[text[-1]]
-    except (ValueError, KeyError, IndexError):
-        raise click.BadParameter("use a number and m, h or d, e.g. 24h") from None
-    return datetime.now(UTC) - timedelta(**{unit: amount})
 
 
 @main.group()
@@ -197,24 +130,13 @@ def db() -> None:
 @click.option("--revision", default="head", show_default=True)
 def db_upgrade(revision: str) -> None:
     """Apply the Alembic migrations."""
-    from app.store import migrate
-
     settings = settings_or_exit()
     migrate.upgrade(settings.database_url, revision)
     click.echo(f"database at {migrate.current(settings.database_url)}")
 
 
-def _register_optional() -> None:
-    try:
-        from app.cli.sandbox import sandbox
-    except ImportError:
-        return
-    main.add_command(sandbox)
-
-
-_register_optional()
-register_admin(main)  # pause, resume, audit
-register_setup(main)  # setup, beat
+for command in (admin.pause, admin.resume, admin.audit, setup.setup, setup.beat, sandbox.sandbox):
+    main.add_command(command)
 
 
 if __name__ == "__main__":

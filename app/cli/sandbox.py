@@ -1,10 +1,13 @@
-"""`onloop sandbox ...`: the sandbox's command-line group (registered into the `onloop` CLI)."""
+"""`onloop sandbox ...`: the sandbox's command-line group (added to the `onloop` group by main)."""
 
 from __future__ import annotations
 
 import sys
 
 import click
+
+from app.cli.common import check_migrated, settings_or_exit
+from app.store.db import Database
 
 
 @click.group("sandbox")
@@ -28,7 +31,7 @@ def sandbox() -> None:
 @click.option("--force", is_flag=True, help="Rebuild even if the image is up to date.")
 def build_image_command(tag: str | None, method: str, force: bool) -> None:
     """Build the default sandbox image, unless it exists with the same content hash."""
-    from app.cli.main import settings_or_exit
+    # loaded by this command only: it needs Docker, `onloop --help` stays fast
     from tasks.sandbox.image import BuildError, build_image
 
     # Through Settings, as `onloop doctor` and the worker read it: .env counts too.
@@ -52,8 +55,7 @@ def reap_command() -> None:
     """Remove sandbox containers, networks, proxies and workspaces whose job is not running,
     as the database says (queued or running jobs keep theirs; anything under a minute old
     stays)."""
-    from app.cli.main import check_migrated, settings_or_exit
-    from app.store.db import Database
+    # loaded by this command only: it needs Docker, `onloop --help` stays fast
     from tasks.sandbox.workplace import reap_sandboxes
 
     settings = settings_or_exit()
@@ -68,5 +70,5 @@ def reap_command() -> None:
         click.echo(f"  {name}")
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # .ci/sandbox-setup.sh: python -m app.cli.sandbox build-image
     sandbox()

@@ -10,7 +10,10 @@ from urllib.parse import urlsplit
 import click
 from pydantic import SecretStr, ValidationError
 
+from app.cli.common import settings_or_exit
+from app.core.logs import configure_logging
 from app.core.settings import Settings, load_settings
+from app.github import manifest
 
 
 @click.command()
@@ -42,9 +45,9 @@ def setup(
     force: bool,
 ) -> None:
     """Create onloop's GitHub App from a manifest and write its settings to .env."""
+    # loaded by this command only: Flask, `onloop --help` stays fast
     from werkzeug.serving import make_server
 
-    from app.github import manifest
     from app.web.setup import SetupOptions, create_setup_app, setup_state
 
     settings = _settings_from(env_file)
@@ -108,16 +111,9 @@ def _bind(bind: str | None, public: str) -> tuple[str, int]:
 @click.command()
 def beat() -> None:
     """Run the periodic scheduler (one per deployment; workers run what it queues)."""
-    from app.cli.main import settings_or_exit
-    from app.core.logs import configure_logging
+    # loaded by this command only: Celery, `onloop --help` stays fast
     from tasks.queue.beat import run_beat
 
     settings = settings_or_exit(("redis_url",))
     configure_logging(settings.log_level, settings.log_json)
     run_beat(settings)
-
-
-def register(main: click.Group) -> None:
-    """Add these commands to the `onloop` group."""
-    main.add_command(setup)
-    main.add_command(beat)

@@ -21,6 +21,7 @@ from github.GithubException import GithubException, RateLimitExceededException
 
 from app.core.settings import Settings
 from app.core.telemetry import telemetry
+from app.core.timeutil import parse_time
 from app.github.transport import RateLimitRetry, Who, instrument, serializer_for
 
 GIT_USERNAME = "x-access-token"  # git over HTTPS: this user, the token as password
@@ -112,11 +113,6 @@ def app_integration(settings: Settings) -> GithubIntegration:
     return gi
 
 
-def _parse_time(value: str) -> datetime:
-    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-
 class InstallationUnavailable(GithubException):
     """GitHub refused the installation a token (401, 403 or 404): the App was uninstalled
     or suspended there (or its credentials no longer match), so nothing can act for it."""
@@ -155,7 +151,7 @@ def installation_token(
             raise
     return InstallationToken(
         data["token"],
-        _parse_time(data["expires_at"]),
+        parse_time(data["expires_at"]),
         installation_id=int(installation_id),
         permissions=dict(data.get("permissions") or {}),
         repositories=tuple(names) if names is not None else None,
@@ -236,7 +232,7 @@ def list_hook_deliveries(settings: Settings, since: datetime) -> list[dict[str, 
             )
             older = False
             for item in data or []:
-                delivered = _parse_time(item["delivered_at"])
+                delivered = parse_time(item["delivered_at"])
                 if delivered < since:
                     older = True
                     continue

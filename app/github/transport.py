@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis
-from github import Github, GithubRetry
+from github import Github, GithubException, GithubRetry
 from github.GithubException import RateLimitExceededExceedsMaxWait
 from github.GithubObject import GithubObject
 from github.Requester import Requester
@@ -340,8 +340,6 @@ def conditional_contents(
     client: Github | GithubObject, repo: str, path: str, ref: str
 ) -> tuple[str, str] | None:
     """A file's text and blob sha at `ref` through a conditional read; None when absent."""
-    from github import GithubException
-
     try:
         data = conditional_get(client, f"/repos/{repo}/contents/{path}", {"ref": ref})
     except GithubException as exc:

@@ -6,6 +6,11 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import create_engine
+
+from app.store.db import make_engine
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 
@@ -19,17 +24,12 @@ def alembic_config(url: str) -> Config:
 
 def upgrade(url: str, revision: str = "head") -> None:
     """Bring the database at `url` to `revision`."""
-    from app.store.db import make_engine
-
     make_engine(url).dispose()  # creates the SQLite directory when needed
     command.upgrade(alembic_config(url), revision)
 
 
 def current(url: str) -> str | None:
     """The revision the database is at, or None before the first migration."""
-    from alembic.runtime.migration import MigrationContext
-    from sqlalchemy import create_engine
-
     engine = create_engine(url)
     try:
         with engine.connect() as conn:
@@ -39,6 +39,4 @@ def current(url: str) -> str | None:
 
 
 def head() -> str | None:
-    from alembic.script import ScriptDirectory
-
     return ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()

@@ -9,6 +9,7 @@ from app.core.kinds import KINDS, Kinds
 from app.core.logs import get_logger
 from app.core.settings import Settings
 from app.store.db import Database
+from app.web import health, oauth, setup, webhooks
 from app.web.metrics import Metrics
 from app.web.state import EXTENSION, Onloop
 
@@ -26,8 +27,6 @@ def create_app(settings: Settings, db: Database | None = None, kinds: Kinds = KI
         log=get_logger("onloop.web"),
         kinds=kinds,
     )
-
-    from app.web import health, oauth, setup, webhooks
 
     app.register_blueprint(webhooks.bp)
     app.register_blueprint(health.bp)

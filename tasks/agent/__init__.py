@@ -9,11 +9,10 @@ from tasks.agent.base import (
     AgentTask,
     Budget,
     Finding,
-    budget_from,
-    config_problems,
-    get_agent,
+    Stop,
     task_markdown,
 )
+from tasks.agent.factory import budget_from, config_problems, get_agent
 
 __all__ = [
     "Agent",
@@ -22,6 +21,7 @@ __all__ = [
     "AgentTask",
     "Budget",
     "Finding",
+    "Stop",
     "budget_from",
     "config_problems",
     "get_agent",

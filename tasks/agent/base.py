@@ -1,18 +1,33 @@
-"""The agent harness interface: a task, its budget, the result, and `get_agent(settings)`."""
+"""The agent harness interface: a task, its budget, the result and why the agent stopped."""
 
 from __future__ import annotations
 
+import importlib.resources
 import threading
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from app.core.settings import Settings
-    from tasks.sandbox.base import Sandbox
+from app.core.kinds import Kind
+from tasks.sandbox.base import Sandbox
 
-READ_ONLY_KINDS = frozenset({"review_pr"})
-STOPPED = ("finished", "max_steps", "wall_time", "max_tokens", "error", "cancelled")
+# The kinds an agent works on, each with its instructions in prompts/<kind>.md.
+AGENT_KINDS = (Kind.FIX_ISSUE, Kind.FIX_CI, Kind.REBASE_PR, Kind.REVIEW_PR)
+READ_ONLY_KINDS = frozenset({Kind.REVIEW_PR})
+
+
+class Stop(StrEnum):
+    """Why an agent run ended: only FINISHED means the agent said it was done."""
+
+    FINISHED = "finished"
+    MAX_STEPS = "max_steps"  # the step budget (model turns)
+    WALL_TIME = "wall_time"  # the time budget, or the sandbox's deadline
+    MAX_TOKENS = "max_tokens"  # the token budget
+    ERROR = "error"  # the endpoint, the command or the sandbox failed
+    CANCELLED = "cancelled"  # the job was cancelled
 
 
 class AgentConfigError(ValueError):
@@ -33,7 +48,7 @@ class Budget:
 class AgentTask:
     """What the agent is asked to do. `body` is Markdown (issue text, CI excerpt, conflicts)."""
 
-    kind: str  # "fix_issue" | "fix_ci" | "rebase" | "review_pr"
+    kind: Kind  # one of AGENT_KINDS
     title: str
     body: str
     read_only: bool = False  # only read_file, list_files, comment, finish
@@ -55,20 +70,20 @@ class Finding:
 
 @dataclass
 class AgentResult:
-    """What an agent run did. `stopped` is one of STOPPED."""
+    """What an agent run did, and why it stopped."""
 
     ran: bool  # False when no agent is configured
     summary: str  # the agent's finish message, or why it stopped
     steps: int = 0
     tokens: int = 0
-    stopped: str = "finished"
+    stopped: Stop = Stop.FINISHED
     transcript_tail: str = ""  # the last few KB of what happened (no secrets)
     findings: list[Finding] = field(default_factory=list)
 
     @property
     def finished(self) -> bool:
         """True when the agent said it was done (not stopped by a limit or an error)."""
-        return self.stopped == "finished"
+        return self.stopped is Stop.FINISHED
 
 
 class Agent(Protocol):
@@ -81,32 +96,17 @@ class Agent(Protocol):
     ) -> AgentResult: ...
 
 
-# What the agent is told for each kind of job, before the task's own title and body.
-INSTRUCTIONS: dict[str, str] = {
-    "fix_issue": "Fix the issue described below. Add or update tests where that is practical.",
-    "fix_ci": (
-        "The pull request's CI checks fail; the failing step's output is below. Make them "
-        "pass by fixing the code (not by deleting or skipping tests, and not by weakening "
-        "the linters' configuration). Reproduce the failure with a command where you can."
-    ),
-    "rebase": (
-        "A rebase stopped on conflicts in the files listed below. Resolve them: edit each "
-        "file so that no conflict markers remain and the intent of both sides is kept. "
-        "Do not run git commands that change history; onloop continues the rebase."
-    ),
-    "review_pr": (
-        "Review the pull request described below. You can only read. Report each real "
-        "problem with `comment` (path, line in the new version of the file, and what is "
-        "wrong; put a replacement in a ```suggestion block where you have one). Then call "
-        "`finish` with an overall summary. Do not comment on style a linter would catch."
-    ),
-}
-GENERAL = (
-    "You work in a checkout of a git repository at /workspace, inside a sandbox without "
-    "network access. Paths are relative to /workspace. Keep changes small and focused on "
-    "the task. Do not commit, push or switch branches: onloop commits your changes after "
-    "you finish."
-)
+# What the agent is told: GENERAL first (the system message), then the instructions for the
+# task's kind before the task's own title and body. Markdown files in prompts/, read once.
+_PROMPTS = importlib.resources.files("tasks.agent") / "prompts"
+
+
+def _prompt(name: str) -> str:
+    return (_PROMPTS / f"{name}.md").read_text(encoding="utf-8").strip()
+
+
+GENERAL = _prompt("general")
+INSTRUCTIONS: Mapping[Kind, str] = MappingProxyType({kind: _prompt(kind) for kind in AGENT_KINDS})
 
 
 def instructions(task: AgentTask) -> str:
@@ -153,54 +153,3 @@ class Transcript:
     def tail(self) -> str:
         """The kept entries, one per line, at most `limit` characters."""
         return "\n".join(self.entries)[-self.limit :]
-
-
-def budget_from(settings: Settings) -> Budget:
-    """The per-job budget from ONLOOP_AGENT_MAX_STEPS, _WALL_SECONDS and _MAX_TOKENS."""
-    return Budget(
-        max_steps=settings.agent_max_steps,
-        wall_seconds=float(settings.agent_wall_seconds),
-        max_tokens=settings.agent_max_tokens,
-    )
-
-
-def config_problems(settings: Settings) -> list[str]:
-    """What is missing for the configured ONLOOP_AGENT, each naming the variable to set."""
-    if settings.agent == "openai":
-        problems = []
-        if not settings.agent_model:
-            problems.append("ONLOOP_AGENT=openai needs ONLOOP_AGENT_MODEL")
-        if settings.agent_api_key is None or not settings.agent_api_key.get_secret_value():
-            problems.append(
-                "ONLOOP_AGENT=openai needs ONLOOP_AGENT_API_KEY "
-                "(any value for an endpoint that needs none)"
-            )
-        if not settings.agent_base_url.startswith(("http://", "https://")):
-            problems.append("ONLOOP_AGENT_BASE_URL must be an http(s) URL")
-        return problems
-    if settings.agent == "command" and not (settings.agent_command or "").strip():
-        return ["ONLOOP_AGENT=command needs ONLOOP_AGENT_COMMAND"]
-    return []
-
-
-def get_agent(settings: Settings) -> Agent | None:
-    """The agent ONLOOP_AGENT names; None for `none`. AgentConfigError when incomplete."""
-    if settings.agent == "none":
-        return None
-    problems = config_problems(settings)
-    if problems:
-        raise AgentConfigError("; ".join(problems))
-    if settings.agent == "openai":
-        from tasks.agent.openai_agent import OpenAIAgent
-
-        assert settings.agent_api_key is not None
-        return OpenAIAgent(
-            settings.agent_base_url,
-            settings.agent_model,
-            settings.agent_api_key.get_secret_value(),
-        )
-    if settings.agent == "command":
-        from tasks.agent.command_agent import CommandAgent
-
-        return CommandAgent(settings.agent_command or "")
-    raise AgentConfigError(f"unknown ONLOOP_AGENT {settings.agent!r}")

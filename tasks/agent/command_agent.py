@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
-from tasks.agent import workspace as ws
-from tasks.agent.base import AgentResult, AgentTask, Budget, Transcript, task_markdown
+import tasks.agent.workspace as ws
+from tasks.agent.base import AgentResult, AgentTask, Budget, Stop, Transcript, task_markdown
 from tasks.sandbox.base import WORKDIR, Sandbox, SandboxError
 
 TASK_FILE = "TASK.md"
@@ -38,7 +38,7 @@ class CommandAgent:
     ) -> AgentResult:
         """Write TASK.md, run the command within the time budget, then remove TASK.md."""
         if cancel.is_set():
-            return AgentResult(ran=True, summary="the job was cancelled", stopped="cancelled")
+            return AgentResult(ran=True, summary="the job was cancelled", stopped=Stop.CANCELLED)
         transcript = Transcript(limit=self.tail_chars)
         try:
             previous = ws.read_bytes(sandbox, TASK_FILE)
@@ -57,7 +57,7 @@ class CommandAgent:
                 env={"TASK_FILE": f"{WORKDIR}/{TASK_FILE}"},
             )
         except SandboxError as exc:
-            stopped = "cancelled" if cancel.is_set() else "error"
+            stopped = Stop.CANCELLED if cancel.is_set() else Stop.ERROR
             return AgentResult(ran=True, summary=f"the sandbox went away: {exc}", stopped=stopped)
         finally:
             _restore(sandbox, previous)
@@ -65,13 +65,13 @@ class CommandAgent:
         transcript.add(output, max_chars=self.tail_chars, tail=True)
         elapsed = time.monotonic() - begun
         if cancel.is_set():
-            stopped, summary = "cancelled", "the job was cancelled"
+            stopped, summary = Stop.CANCELLED, "the job was cancelled"
         elif done.timed_out:
-            stopped, summary = "wall_time", f"the agent command ran out of time ({elapsed:.0f}s)"
+            stopped, summary = Stop.WALL_TIME, f"the agent command ran out of time ({elapsed:.0f}s)"
         elif done.exit_code != 0:
-            stopped, summary = "error", f"the agent command exited with code {done.exit_code}"
+            stopped, summary = Stop.ERROR, f"the agent command exited with code {done.exit_code}"
         else:
-            stopped, summary = "finished", _last_lines(output) or "the agent command finished"
+            stopped, summary = Stop.FINISHED, _last_lines(output) or "the agent command finished"
         return AgentResult(
             ran=True,
             summary=summary,

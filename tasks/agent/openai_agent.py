@@ -18,6 +18,7 @@ from tasks.agent.base import (
     AgentResult,
     AgentTask,
     Budget,
+    Stop,
     Transcript,
     task_markdown,
 )
@@ -30,10 +31,10 @@ RETRY_STATUSES = frozenset({408, 409, 429}) | frozenset(range(500, 600))
 NUDGE = "Continue with the tools. When the task is done, call `finish` with a summary."
 
 
-class Stop(Exception):
-    """The run ends: `stopped` is the AgentResult.stopped value, the message its summary."""
+class Halt(Exception):
+    """The run ends: `stopped` says why (AgentResult.stopped), the message is its summary."""
 
-    def __init__(self, stopped: str, summary: str) -> None:
+    def __init__(self, stopped: Stop, summary: str) -> None:
         super().__init__(summary)
         self.stopped = stopped
         self.summary = summary
@@ -119,13 +120,13 @@ class OpenAIAgent:
         tools = ToolBox(sandbox, task, cancel, deadline)
         try:
             summary = self._loop(run, tools)
-            stopped = "finished"
-        except Stop as stop:
-            stopped, summary = stop.stopped, stop.summary
+            stopped = Stop.FINISHED
+        except Halt as halt:
+            stopped, summary = halt.stopped, halt.summary
             run.transcript.add(f"stopped ({stopped}): {summary}")
         except Exception as exc:  # a bug or a sandbox failure: the job decides what to do
             log.warning("agent run failed", exc_info=True)
-            stopped, summary = "error", f"the agent failed: {type(exc).__name__}: {exc}"
+            stopped, summary = Stop.ERROR, f"the agent failed: {type(exc).__name__}: {exc}"
             run.transcript.add(summary)
         return AgentResult(
             ran=True,
@@ -149,7 +150,7 @@ class OpenAIAgent:
             content = message.get("content") or ""
             calls = message.get("tool_calls") or []
             if not isinstance(calls, list):
-                raise Stop("error", "the model endpoint sent tool_calls that are not a list")
+                raise Halt(Stop.ERROR, "the model endpoint sent tool_calls that are not a list")
             if content:
                 run.transcript.add(f"model: {content}")
             assistant: dict[str, Any] = {"role": "assistant", "content": content or None}
@@ -165,7 +166,7 @@ class OpenAIAgent:
             nudged = False
             for call in calls:
                 if not isinstance(call, dict) or not isinstance(call.get("function"), dict):
-                    raise Stop("error", "the model endpoint sent a malformed tool call")
+                    raise Halt(Stop.ERROR, "the model endpoint sent a malformed tool call")
                 function = call["function"]
                 name, arguments = str(function.get("name")), str(function.get("arguments") or "")
                 result = tools.call(name, arguments)
@@ -176,17 +177,17 @@ class OpenAIAgent:
                     {"role": "tool", "tool_call_id": call.get("id", ""), "content": result}
                 )
                 if run.cancel.is_set():
-                    raise Stop("cancelled", "the job was cancelled")
+                    raise Halt(Stop.CANCELLED, "the job was cancelled")
 
     def _check(self, run: _Run) -> None:
         if run.cancel.is_set():
-            raise Stop("cancelled", "the job was cancelled")
+            raise Halt(Stop.CANCELLED, "the job was cancelled")
         if run.steps >= run.budget.max_steps:
-            raise Stop("max_steps", f"stopped after {run.steps} model turns (the step budget)")
+            raise Halt(Stop.MAX_STEPS, f"stopped after {run.steps} model turns (the step budget)")
         if run.tokens >= run.budget.max_tokens:
-            raise Stop("max_tokens", f"stopped after {run.tokens} tokens (the token budget)")
+            raise Halt(Stop.MAX_TOKENS, f"stopped after {run.tokens} tokens (the token budget)")
         if time.monotonic() >= run.deadline:
-            raise Stop("wall_time", "stopped at the time budget")
+            raise Halt(Stop.WALL_TIME, "stopped at the time budget")
 
     def _complete(self, run: _Run, specs: list[dict[str, Any]]) -> dict[str, Any]:
         """One chat completion; 429/5xx and connection errors are retried within the job's
@@ -196,7 +197,7 @@ class OpenAIAgent:
         while True:
             remaining = run.deadline - time.monotonic()
             if remaining <= 0:
-                raise Stop("wall_time", "stopped at the time budget")
+                raise Halt(Stop.WALL_TIME, "stopped at the time budget")
             response: requests.Response | None = None
             try:
                 response = self.session.post(
@@ -213,18 +214,20 @@ class OpenAIAgent:
                 problem = f"HTTP {response.status_code}"
                 if response.status_code not in RETRY_STATUSES:
                     text = run.transcript.redact(response.text[:300])
-                    raise Stop("error", f"the model endpoint answered {problem}: {text}")
+                    raise Halt(Stop.ERROR, f"the model endpoint answered {problem}: {text}")
             if run.retries >= run.budget.max_retries:
-                raise Stop("error", f"gave up after {run.retries} retries (last: {problem})")
+                raise Halt(Stop.ERROR, f"gave up after {run.retries} retries (last: {problem})")
             wait = retry_after(response)
             if wait is None:
                 wait = min(self.max_backoff, self.backoff_base * 2**run.retries)
             if time.monotonic() + wait >= run.deadline:
-                raise Stop("wall_time", f"{problem}: retrying in {wait:g}s would pass the budget")
+                raise Halt(
+                    Stop.WALL_TIME, f"{problem}: retrying in {wait:g}s would pass the budget"
+                )
             run.retries += 1
             run.transcript.add(f"{problem}; retry {run.retries} in {wait:g}s")
             if run.cancel.wait(wait):
-                raise Stop("cancelled", "the job was cancelled")
+                raise Halt(Stop.CANCELLED, "the job was cancelled")
 
 
 def _tokens(usage: object) -> int:
@@ -242,17 +245,19 @@ def _json(response: requests.Response) -> dict[str, Any]:
     try:
         data = response.json()
     except ValueError as exc:
-        raise Stop("error", "the model endpoint answered with something that is not JSON") from exc
+        raise Halt(
+            Stop.ERROR, "the model endpoint answered with something that is not JSON"
+        ) from exc
     if not isinstance(data, dict):
-        raise Stop("error", "the model endpoint's answer is not a JSON object")
+        raise Halt(Stop.ERROR, "the model endpoint's answer is not a JSON object")
     return data
 
 
 def _message(reply: dict[str, Any]) -> dict[str, Any]:
     choices = reply.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise Stop("error", "the model endpoint's answer has no choices")
+        raise Halt(Stop.ERROR, "the model endpoint's answer has no choices")
     message = choices[0].get("message")
     if not isinstance(message, dict):
-        raise Stop("error", "the model endpoint's answer has no message")
+        raise Halt(Stop.ERROR, "the model endpoint's answer has no message")
     return message

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from tasks.agent import workspace as ws
+import tasks.agent.workspace as ws
 from tasks.agent.base import AgentTask, Finding
 from tasks.sandbox.base import Sandbox, SandboxError
 

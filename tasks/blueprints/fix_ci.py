@@ -9,6 +9,7 @@ from typing import Any
 from github.PullRequest import PullRequest
 from github.Repository import Repository
 
+from app.core.kinds import Kind
 from app.core.telemetry import telemetry
 from app.github.comments import upsert_comment
 from tasks.agent import AgentTask
@@ -109,7 +110,7 @@ def _change(state: FixCI) -> None:
     names = ", ".join(f.name for f in state.failures) or "checks"
     state.change = make_change(
         state.work,
-        AgentTask("fix_ci", title, f"{title}.\n\nThe failing CI jobs said:\n\n{body}"),
+        AgentTask(Kind.FIX_CI, title, f"{title}.\n\nThe failing CI jobs said:\n\n{body}"),
         rev=state.head_sha,
         branch=state.branch,
         refs=state.fetch_refs,

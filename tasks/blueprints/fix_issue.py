@@ -8,6 +8,7 @@ from typing import Any
 from github.Issue import Issue
 from github.PullRequest import PullRequest
 
+from app.core.kinds import Kind
 from app.core.telemetry import telemetry
 from tasks.agent import AgentTask
 from tasks.blueprints import Step, run_steps
@@ -97,7 +98,7 @@ def run_fix_issue(ctx: JobContext) -> dict[str, Any]:
         record.output = f"replacing {state.lease[:12]}" if state.lease else "new branch"
     state.change = make_change(
         work,
-        AgentTask("fix_issue", issue.title, f"# {issue.title}\n\n{issue.body or ''}"),
+        AgentTask(Kind.FIX_ISSUE, issue.title, f"# {issue.title}\n\n{issue.body or ''}"),
         rev=base_sha,
         branch=state.branch,
         subject=f"Fix #{issue.number}: {issue.title}"[:72],

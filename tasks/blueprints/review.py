@@ -13,6 +13,7 @@ from github.PullRequest import PullRequest
 from github.PullRequestReview import PullRequestReview
 from sqlalchemy import update
 
+from app.core.kinds import Kind
 from app.github.comments import details, marker
 from app.store.models import Job
 from tasks.agent import AgentConfigError, AgentTask, budget_from, get_agent
@@ -199,7 +200,7 @@ def _agent(state: Review) -> str | None:
         + ", ".join(f"`{p}`" for p in state.changed.paths)
         + f"\n\n```diff\n{state.diff[:MAX_DIFF_FOR_AGENT]}\n```"
     )
-    task = AgentTask("review_pr", f"#{state.pr.number}: {state.pr.title}", body, read_only=True)
+    task = AgentTask(Kind.REVIEW_PR, f"#{state.pr.number}: {state.pr.title}", body, read_only=True)
     result = agent.run(state.box, task, budget_from(state.ctx.settings), state.ctx.cancel)
     if state.ctx.cancel.is_set():
         raise Cancelled()

@@ -9,6 +9,7 @@ from sqlalchemy import select
 import app.github.clients as gh
 from app.core.logs import get_logger
 from app.core.settings import Settings
+from app.core.timeutil import parse_time
 from app.store.db import Database
 from app.store.models import Delivery
 
@@ -28,7 +29,7 @@ def missed_deliveries(settings: Settings, db: Database, since: datetime) -> dict
         delivery_guid = str(attempt["guid"])
         if 200 <= int(attempt.get("status_code") or 0) < 300:
             ok.add(delivery_guid)
-        when = _parse_time(str(attempt["delivered_at"]))
+        when = parse_time(str(attempt["delivered_at"]))
         if delivery_guid not in latest or when > latest[delivery_guid][0]:
             latest[delivery_guid] = (when, int(attempt["id"]))
     candidates = set(latest) - ok
@@ -56,8 +57,3 @@ def sweep(settings: Settings, db: Database) -> list[str]:
     """Beat's periodic task: redeliver what was missed over two sweep intervals."""
     since = datetime.now(UTC) - timedelta(seconds=settings.redeliver_interval * 2)
     return redeliver_missed(settings, db, since)
-
-
-def _parse_time(value: str) -> datetime:
-    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)

@@ -22,10 +22,12 @@ from tasks.sandbox.docker_backend import (
     POOL_LABEL,
     remove_container,
 )
+from tasks.sandbox.egress.gateway import remove_network
 
 log = logging.getLogger(__name__)
 
 IsRunning = Callable[[int], bool]  # is the job with this id queued or running?
+Clock = Callable[[], float]  # the Unix time now; the ages of containers are measured with it
 
 
 def process_token(pid: int | None = None) -> str:
@@ -85,6 +87,7 @@ def reap(
     *,
     min_age: float = 60.0,
     pool_max_age: float = 86400.0,
+    now: Clock = time.time,
 ) -> list[str]:
     """Remove onloop's containers whose job is not running; the removed containers' names.
 
@@ -93,11 +96,11 @@ def reap(
     never raced. Idle pool containers go when the worker process that made them is gone.
     """
     removed: list[str] = []
-    now = time.time()
+    at = now()
     for info in client.api.containers(all=True, filters={"label": JOB_LABEL}):
         labels: dict[str, str] = info.get("Labels") or {}
         name = (info.get("Names") or ["/?"])[0].lstrip("/")
-        age = now - float(info.get("Created", now))
+        age = at - float(info.get("Created", at))
         job = labels.get(JOB_LABEL) or job_from_name(name)
         if job:
             if age < min_age:
@@ -117,7 +120,7 @@ def reap(
                 log.info("reaper removed %s (job %s, host %s)", name, job, labels.get(HOST_LABEL))
         except docker.errors.APIError:
             log.warning("reaper could not remove %s", name, exc_info=True)
-    return removed + reap_networks(client, is_running, min_age=min_age)
+    return removed + reap_networks(client, is_running, min_age=min_age, now=now)
 
 
 def created_at(text: str) -> float:
@@ -134,18 +137,20 @@ def created_at(text: str) -> float:
 
 
 def reap_networks(
-    client: docker.DockerClient, is_running: IsRunning, *, min_age: float = 60.0
+    client: docker.DockerClient,
+    is_running: IsRunning,
+    *,
+    min_age: float = 60.0,
+    now: Clock = time.time,
 ) -> list[str]:
     """Remove setup networks (egress/gateway.py) whose job is not running; their names.
     Their proxies are containers with the job's label, removed by `reap` just before."""
-    from tasks.sandbox.egress.gateway import remove_network
-
     removed: list[str] = []
-    now = time.time()
+    at = now()
     for info in client.api.networks(filters={"label": JOB_LABEL}):
         job = (info.get("Labels") or {}).get(JOB_LABEL, "")
         name = str(info.get("Name", "?"))
-        if now - created_at(str(info.get("Created", ""))) < min_age:
+        if at - created_at(str(info.get("Created", ""))) < min_age:
             continue
         if job and _still_running(is_running, job, name) is not False:
             continue
@@ -165,18 +170,20 @@ def job_from_workspace(name: str) -> str | None:
     return (rest.rsplit("-", 1)[0] or None) if "-" in rest else None
 
 
-def reap_workspaces(root: Path, is_running: IsRunning, *, min_age: float = 60.0) -> list[str]:
+def reap_workspaces(
+    root: Path, is_running: IsRunning, *, min_age: float = 60.0, now: Clock = time.time
+) -> list[str]:
     """Remove the job workspaces under `root` whose job is not running (a worker killed in a
     job never ran its cleanup); their names. Ones changed within `min_age` seconds stay, so a
     job that is starting is never raced."""
     removed: list[str] = []
-    now = time.time()
+    at = now()
     for path in sorted(root.glob("job-*")):
         try:
             info = path.lstat()
         except FileNotFoundError:
             continue
-        if not stat.S_ISDIR(info.st_mode) or now - info.st_mtime < min_age:
+        if not stat.S_ISDIR(info.st_mode) or at - info.st_mtime < min_age:
             continue
         job = job_from_workspace(path.name)
         if job and _still_running(is_running, job, path) is not False:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from tasks.sandbox.egress.policy import load_credentials
 from tasks.sandbox.egress.tls import check_ca_bundle
 from tasks.sandbox.factory import get_backend
 from tasks.sandbox.pool import WarmPool
-from tasks.sandbox.reaper import reap, reap_workspaces
+from tasks.sandbox.reaper import Clock, reap, reap_workspaces
 from tasks.sandbox.snapshots import SnapshotStore
 
 log = logging.getLogger(__name__)
@@ -99,12 +100,16 @@ def _fill(pool: WarmPool) -> None:
 
 
 def reap_sandboxes(
-    settings: Settings, db: Database, backend: SandboxBackend | None = None
+    settings: Settings,
+    db: Database,
+    backend: SandboxBackend | None = None,
+    *,
+    now: Clock = time.time,
 ) -> list[str]:
     """Remove sandbox containers, job networks (Docker) and job workspaces whose job is not
     running, at worker start and periodically; what was removed (workspaces as
     `workspaces/job-…`). A worker killed in a job leaves all of these behind. `backend` is
-    the worker's (one is made for Docker when not given)."""
+    the worker's (one is made for Docker when not given); ages are measured with `now`."""
 
     def is_running(job_id: int) -> bool:
         with db.read() as s:
@@ -116,9 +121,10 @@ def reap_sandboxes(
         if backend is None:
             backend = get_backend("docker", runtime=settings.sandbox_runtime)
         assert isinstance(backend, DockerBackend)
-        removed = reap(backend.client, is_running)  # first: a container may use a workspace
+        # First: a container may use a workspace.
+        removed = reap(backend.client, is_running, now=now)
     root = Path(settings.work_dir).resolve() / "workspaces"  # as `make_workplace` names it
-    removed += [f"workspaces/{name}" for name in reap_workspaces(root, is_running)]
+    removed += [f"workspaces/{name}" for name in reap_workspaces(root, is_running, now=now)]
     if removed:
         log.info("reaped sandboxes: %s", ", ".join(removed))
     return removed

@@ -9,14 +9,15 @@ from pathlib import Path
 
 import pytest
 
+from app.core.kinds import Kind
 from app.core.settings import Settings
-from tasks.agent import AgentConfigError, AgentTask, Budget, get_agent
+from tasks.agent import AgentConfigError, AgentTask, Budget, Stop, get_agent
 from tasks.agent.command_agent import CommandAgent
 from tasks.agent.openai_agent import OpenAIAgent
 from tasks.sandbox.base import Sandbox
 from tests.doubles.sandboxes import StartFn
 
-TASK = AgentTask("fix_issue", "Greeting is wrong", "Set the greeting to: hello from the task\n")
+TASK = AgentTask(Kind.FIX_ISSUE, "Greeting is wrong", "Set the greeting to: hello from the task\n")
 # A stand-in for a command-line agent: it takes its instructions from TASK.md.
 EDITOR = (
     'sed -n "s/^Set the greeting to: //p" TASK.md > greeting.txt && env > env.txt '
@@ -39,7 +40,7 @@ def test_edits_from_task_md_and_cleans_up(start: StartFn, monkeypatch: pytest.Mo
     git_repo(box)
     result = CommandAgent(EDITOR).run(box, TASK, Budget(), threading.Event())
 
-    assert result.ran and result.stopped == "finished", result.transcript_tail
+    assert result.ran and result.stopped is Stop.FINISHED, result.transcript_tail
     assert result.summary == "edited greeting.txt"
     assert (box.workspace / "greeting.txt").read_text() == "hello from the task\n"
     assert not (box.workspace / "TASK.md").exists()
@@ -55,7 +56,7 @@ def test_a_repository_task_md_is_put_back(start: StartFn) -> None:
     result = CommandAgent("grep -c 'Greeting is wrong' TASK.md").run(
         box, TASK, Budget(), threading.Event()
     )
-    assert result.stopped == "finished" and result.summary == "1"
+    assert result.stopped is Stop.FINISHED and result.summary == "1"
     assert (box.workspace / "TASK.md").read_text() == "the project's own task list\n"
 
 
@@ -63,7 +64,7 @@ def test_failing_command_is_an_error_with_its_output(start: StartFn) -> None:
     box = start()
     script = "for i in $(seq 1 5000); do echo line $i; done; echo broke >&2; exit 7"
     result = CommandAgent(script).run(box, TASK, Budget(), threading.Event())
-    assert result.stopped == "error" and "code 7" in result.summary
+    assert result.stopped is Stop.ERROR and "code 7" in result.summary
     assert result.transcript_tail.rstrip().endswith("broke")
     assert "line 1\n" not in result.transcript_tail  # only the tail is kept
     assert not (box.workspace / "TASK.md").exists()
@@ -72,7 +73,7 @@ def test_failing_command_is_an_error_with_its_output(start: StartFn) -> None:
 def test_time_budget_and_cancel(start: StartFn) -> None:
     box = start()
     timed = CommandAgent("sleep 60").run(box, TASK, Budget(wall_seconds=1), threading.Event())
-    assert timed.stopped == "wall_time"
+    assert timed.stopped is Stop.WALL_TIME
     assert not (box.workspace / "TASK.md").exists()
 
     cancel = threading.Event()
@@ -80,7 +81,7 @@ def test_time_budget_and_cancel(start: StartFn) -> None:
     timer.start()
     cancelled = CommandAgent("sleep 60").run(start(), TASK, Budget(), cancel)
     timer.cancel()
-    assert cancelled.stopped == "cancelled"
+    assert cancelled.stopped is Stop.CANCELLED
 
 
 def test_get_agent_follows_the_settings(tmp_path: Path) -> None:

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tasks.agent import AgentResult, AgentTask, Budget, Finding
+from app.core.kinds import Kind
+from tasks.agent import AgentResult, AgentTask, Budget, Finding, Stop
 from tasks.agent.openai_agent import OpenAIAgent
 from tasks.agent.tools import READ_TOOLS, WRITE_TOOLS, ToolBox
 from tasks.sandbox.base import Sandbox
@@ -21,8 +22,13 @@ from tests.doubles.chat import Call, ChatDouble, Reply, Status
 from tests.doubles.sandboxes import StartFn
 
 CALC = "def add(a, b):\n    return a - b\n"
-FIX = AgentTask("fix_ci", "CI fails on main", "```\nFAILED test_calc.py::test_add\n```")
-REVIEW = AgentTask("review_pr", "Review #7", "Please review the change to calc.py.")
+FIX = AgentTask(Kind.FIX_CI, "CI fails on main", "```\nFAILED test_calc.py::test_add\n```")
+REVIEW = AgentTask(Kind.REVIEW_PR, "Review #7", "Please review the change to calc.py.")
+PROMPTS = Path(__file__).resolve().parents[2] / "tasks" / "agent" / "prompts"
+
+
+def prompt(name: str) -> str:
+    return (PROMPTS / f"{name}.md").read_text(encoding="utf-8").strip()
 
 
 @pytest.fixture
@@ -80,7 +86,7 @@ def test_scripted_fix_with_429_and_500(box: Sandbox, key: str) -> None:
     with ChatDouble(script) as double:
         result = agent(double, key).run(box, FIX, Budget(), threading.Event())
 
-    assert result.stopped == "finished", result.transcript_tail
+    assert result.stopped is Stop.FINISHED, result.transcript_tail
     assert result.summary == "add() adds now"
     assert result.ran and result.steps == 5 and result.tokens == 500
     assert (box.workspace / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
@@ -107,6 +113,9 @@ def test_scripted_fix_with_429_and_500(box: Sandbox, key: str) -> None:
     assert "ONLOOP" not in last["c-env"] and key not in last["c-env"]
     messages = seen[-1].body["messages"]
     assert [m["role"] for m in messages[:2]] == ["system", "user"]
+    # The standing instructions come from the prompt files (tasks/agent/prompts/).
+    assert messages[0]["content"] == prompt("general")
+    assert prompt("fix_ci") in messages[1]["content"]
     assert (
         "CI fails on main" in messages[1]["content"]
         and "FAILED test_calc.py" in messages[1]["content"]
@@ -121,7 +130,7 @@ def test_scripted_fix_with_429_and_500(box: Sandbox, key: str) -> None:
 def test_step_budget_stops_the_run(box: Sandbox, key: str) -> None:
     with ChatDouble([Reply([Call("list_files", {})])], repeat_last=True) as double:
         result = run(double, key, box, FIX, max_steps=3)
-    assert result.stopped == "max_steps"
+    assert result.stopped is Stop.MAX_STEPS
     assert result.steps == 3
     assert len(double.requests) == 3
 
@@ -129,14 +138,14 @@ def test_step_budget_stops_the_run(box: Sandbox, key: str) -> None:
 def test_token_budget_stops_the_run(box: Sandbox, key: str) -> None:
     with ChatDouble([Reply([Call("list_files", {})], tokens=1500)], repeat_last=True) as double:
         result = run(double, key, box, FIX, max_tokens=4000)
-    assert result.stopped == "max_tokens"
+    assert result.stopped is Stop.MAX_TOKENS
     assert len(double.requests) == 3 and result.tokens == 4500
 
 
 def test_retry_budget_is_per_job(box: Sandbox, key: str) -> None:
     with ChatDouble([Status(503)], repeat_last=True) as double:
         result = run(double, key, box, FIX, max_retries=2)
-    assert result.stopped == "error"
+    assert result.stopped is Stop.ERROR
     assert "gave up after 2 retries (last: HTTP 503)" in result.summary
     assert len(double.requests) == 3
 
@@ -145,7 +154,7 @@ def test_client_errors_are_not_retried_and_the_key_is_masked(box: Sandbox, key: 
     echo = f'{{"error": {{"message": "Incorrect API key provided: {key}"}}}}'
     with ChatDouble([Status(401, body=echo)]) as double:
         result = run(double, key, box, FIX)
-    assert result.stopped == "error" and len(double.requests) == 1
+    assert result.stopped is Stop.ERROR and len(double.requests) == 1
     assert "HTTP 401" in result.summary and "***" in result.summary
     assert key not in result.summary + result.transcript_tail
 
@@ -163,7 +172,7 @@ def test_review_gets_read_only_tools_and_a_write_is_refused(box: Sandbox, key: s
     ]
     with ChatDouble(script) as double:
         result = run(double, key, box, REVIEW)
-    assert result.stopped == "finished"
+    assert result.stopped is Stop.FINISHED
     assert all(sorted(r.tool_names()) == sorted(READ_TOOLS) for r in double.requests)
     results = double.requests[1].tool_results()
     assert results["w"] == "error: the tool 'write_file' is not available in a read-only job"
@@ -177,7 +186,7 @@ def test_prose_without_tool_calls_is_nudged_then_taken_as_the_end(box: Sandbox, 
         [Reply(content="I think it is fine."), Reply(content="Done: nothing to change.")]
     ) as double:
         result = run(double, key, box, FIX)
-    assert result.stopped == "finished"
+    assert result.stopped is Stop.FINISHED
     assert result.summary == "Done: nothing to change."
     assert double.requests[1].body["messages"][-1]["role"] == "user"
 
@@ -193,7 +202,7 @@ def test_cancel_interrupts_a_running_command(box: Sandbox, key: str) -> None:
         timer.start()
         result = agent(double, key).run(box, FIX, Budget(), cancel)
         timer.cancel()
-    assert result.stopped == "cancelled"
+    assert result.stopped is Stop.CANCELLED
     assert len(double.requests) == 1
 
 

@@ -41,6 +41,36 @@ def onloop(
     )
 
 
+# What only the commands that need it load (the imports inside their bodies).
+HEAVY = ("celery", "docker", "flask", "gunicorn", "werkzeug", "tasks.worker", "app.web")
+
+
+def test_help_lists_every_command_without_loading_the_heavy_parts(tmp_path: Path) -> None:
+    probe = (
+        "import runpy, sys\n"
+        "sys.argv = ['onloop', '--help']\n"
+        "try:\n"
+        "    runpy.run_module('app.cli', run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r} or m in {HEAVY!r}))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        env=clean_env(PYTHONPATH=str(Path(__file__).resolve().parents[2])),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    commands = ["audit", "beat", "db", "dev", "doctor", "pause", "redeliver", "replay"]
+    commands += ["resume", "sandbox", "setup", "web", "worker"]
+    for command in commands:
+        assert f"\n  {command} " in result.stdout, result.stdout
+    assert result.stdout.rstrip().endswith("\n[]"), result.stdout
+
+
 @pytest.mark.parametrize("command", ["web", "worker"])
 def test_missing_settings_are_listed_together_with_exit_2(tmp_path: Path, command: str) -> None:
     result = onloop([command], tmp_path, clean_env(**SECRETS))

@@ -23,6 +23,7 @@ import sys
 import threading
 from typing import Any
 
+import proxy
 from proxy.http.exception import HttpRequestRejected
 from proxy.http.parser import HttpParser
 from proxy.http.proxy import HttpProxyBasePlugin
@@ -162,8 +163,6 @@ class UnverifiedUpstream(logging.Filter):
 
 def main() -> None:
     """Run proxy.py (embedded, as its README shows) and say on stderr once it listens."""
-    import proxy
-
     logging.getLogger("proxy.http.proxy.server").addFilter(UnverifiedUpstream())
 
     with proxy.Proxy(sys.argv[1:]) as running:

@@ -7,7 +7,6 @@ import random
 import time
 import uuid
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -16,8 +15,8 @@ from click.testing import CliRunner
 from app.cli.sandbox import sandbox
 from app.store.db import Database
 from app.store.models import Job, JobState
-from tasks.sandbox import reaper
 from tasks.sandbox.docker_backend import POOL_LABEL, DockerBackend
+from tasks.sandbox.reaper import reap
 from tests.doubles.sandboxes import job_containers
 
 pytestmark = pytest.mark.docker
@@ -44,42 +43,66 @@ def add_job(db: Database, state: str) -> int:
     return job_id
 
 
-def test_reap_removes_finished_jobs_sandboxes_and_keeps_running_ones(
+def test_the_reap_judges_ages_by_its_clock(docker_client: Any, image: str, tmp_path: Path) -> None:
+    """Containers under `min_age` are spared (a job that is starting); on a clock two minutes
+    ahead the same containers are old enough, and only the finished job's goes."""
+    running, finished = f"run-{uuid.uuid4().hex[:6]}", f"done-{uuid.uuid4().hex[:6]}"
+    backend = DockerBackend(docker_client)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    keep = backend.start(running, image, tmp_path / "a")
+    gone = backend.start(finished, image, tmp_path / "b")
+
+    def is_running(job: str) -> bool:
+        return job != finished  # other tests' containers are left alone
+
+    try:
+        assert gone.container.name not in reap(docker_client, is_running)
+        assert job_containers(docker_client, finished)
+        later = reap(docker_client, is_running, now=lambda: time.time() + 120)
+        assert gone.container.name in later and keep.container.name not in later
+        assert not job_containers(docker_client, finished)
+        assert keep.exec("echo ok").stdout == "ok\n"
+    finally:
+        keep.stop()
+        gone.stop()
+
+
+def test_reap_asks_the_database_through_onloop_settings(
     docker_client: Any,
     image: str,
     db: Database,
     database_url: str,
     workdir: Path,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """`onloop sandbox reap` reads the settings (.env), asks the database which jobs run and
+    removes what finished jobs left: here their workspaces, whose age the test sets (its
+    containers are too young to be judged, and stay)."""
     running, finished = add_job(db, JobState.RUNNING), add_job(db, JobState.SUCCEEDED)
-    backend = DockerBackend(docker_client)
-    (workdir / "a").mkdir()
-    (workdir / "b").mkdir()
-    keep = backend.start(running, image, workdir / "a")
-    gone = backend.start(finished, image, workdir / "b")
+    workspaces = workdir / "work" / "workspaces"
+    kept, left = workspaces / f"job-{running}-a1b2c3d4", workspaces / f"job-{finished}-e5f6g7h8"
+    for path in (kept, left):
+        path.mkdir(parents=True)
+        then = time.time() - 3600
+        os.utime(path, (then, then))
+    (workdir / "c").mkdir()
+    fresh = DockerBackend(docker_client).start(finished, image, workdir / "c")
     (workdir / ".env").write_text(
         f"ONLOOP_DATABASE_URL={database_url}\nONLOOP_WORK_DIR={workdir / 'work'}\n"
         f"ONLOOP_SANDBOX_IMAGE={image}\nONLOOP_SANDBOX_POOL_SIZE=1\n"
     )
-    # The sweep spares containers under a minute old (a job that is starting): let these be
-    # two minutes old to it, rather than wait.
-    clock = time.time
-    monkeypatch.setattr(reaper, "time", SimpleNamespace(time=lambda: clock() + 120))
     pools_before = pool_containers(docker_client)
     try:
         result = CliRunner().invoke(sandbox, ["reap"], catch_exceptions=False)
         assert result.exit_code == 0, result.output
-        assert gone.container.name in result.output
-        assert not job_containers(docker_client, finished)
-        assert job_containers(docker_client, running)
-        assert keep.exec("echo ok").stdout == "ok\n"
-        assert keep.container.name not in result.output
+        assert f"workspaces/{left.name}" in result.output and not left.exists()
+        assert kept.is_dir() and kept.name not in result.output
+        assert fresh.container.name not in result.output
+        assert fresh.exec("echo ok").stdout == "ok\n"
         # The command started no warm pool, whose containers it would leave behind on exit.
         assert pool_containers(docker_client) <= pools_before
     finally:
-        keep.stop()
-        gone.stop()
+        fresh.stop()
 
 
 def test_reap_has_no_all_option(workdir: Path) -> None:
