@@ -122,6 +122,7 @@ class Worker:
         )
         dispatcher.start()
         argv = [
+            "--quiet",  # celery's own option: no banner, so every line printed is a log line
             "worker",
             f"--hostname=onloop@{socket.gethostname()}",
             "--pool=threads",
@@ -130,7 +131,6 @@ class Worker:
             f"--loglevel={self.settings.log_level}",
             "--without-gossip",
             "--without-mingle",
-            "--quiet",  # no banner: every line the worker prints is a log line, in one format
         ]
         if beat:
             argv += ["--beat", "--schedule=var/celerybeat-schedule"]

@@ -17,7 +17,7 @@ from app.store.db import Database
 from app.store.models import Job, JobState
 from tasks.sandbox.docker_backend import POOL_LABEL, DockerBackend
 from tasks.sandbox.reaper import reap
-from tests.doubles.sandboxes import job_containers
+from tests.doubles.sandboxes import job_containers, new_job_id
 
 pytestmark = pytest.mark.docker
 
@@ -46,14 +46,14 @@ def add_job(db: Database, state: str) -> int:
 def test_the_reap_judges_ages_by_its_clock(docker_client: Any, image: str, tmp_path: Path) -> None:
     """Containers under `min_age` are spared (a job that is starting); on a clock two minutes
     ahead the same containers are old enough, and only the finished job's goes."""
-    running, finished = f"run-{uuid.uuid4().hex[:6]}", f"done-{uuid.uuid4().hex[:6]}"
+    running, finished = new_job_id(), new_job_id()
     backend = DockerBackend(docker_client)
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     keep = backend.start(running, image, tmp_path / "a")
     gone = backend.start(finished, image, tmp_path / "b")
 
-    def is_running(job: str) -> bool:
+    def is_running(job: int) -> bool:
         return job != finished  # other tests' containers are left alone
 
     try:
