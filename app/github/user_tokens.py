@@ -11,7 +11,7 @@ from sqlalchemy.exc import IntegrityError
 
 from app.core.crypto import TokenBox
 from app.core.settings import Settings
-from app.store.db import Database
+from app.store.db import Database, rowcount
 from app.store.models import UserAccount, aware, utcnow
 
 REFRESH_MARGIN = timedelta(minutes=5)
@@ -123,7 +123,7 @@ def store(db: Database, box: TokenBox, user_id: int, login: str, pair: TokenPair
 def forget(db: Database, user_id: int) -> bool:
     """Delete a person's tokens (authorisation revoked); True when there were any."""
     with db.write_lock(), db.transaction() as s:
-        return bool(s.execute(delete(UserAccount).where(UserAccount.id == user_id)).rowcount)  # type: ignore[attr-defined]
+        return bool(rowcount(s.execute(delete(UserAccount).where(UserAccount.id == user_id))))
 
 
 def access_token(

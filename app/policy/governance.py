@@ -9,7 +9,7 @@ from sqlalchemy import delete, or_, select
 from app.core.kinds import KINDS, Kinds
 from app.policy.repo_config import PERMISSION_RANK, RepoConfig
 from app.store import audit
-from app.store.db import Database
+from app.store.db import Database, rowcount
 from app.store.models import Pause
 
 REPO, INSTALLATION = "repo", "installation"
@@ -79,7 +79,7 @@ def resume(db: Database, scope: str, target: str, *, by: str | None = None) -> b
     key = _target(scope, target)
     with db.transaction() as s:
         gone = s.execute(delete(Pause).where(Pause.scope == scope, Pause.target == key))
-        lifted = bool(gone.rowcount)  # type: ignore[attr-defined]
+        lifted = bool(rowcount(gone))
     if lifted:
         audit.record(
             db,

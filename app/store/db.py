@@ -7,12 +7,20 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import CursorResult, Engine, Result, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.store.fastsql import GroupCommit, Sql
+
+
+def rowcount(result: Result[Any]) -> int:
+    """The rows an UPDATE or DELETE matched. `Session.execute` is typed to return a plain
+    Result; for those statements it is a CursorResult, which has the count."""
+    assert isinstance(result, CursorResult)
+    return int(result.rowcount)
 
 
 def make_engine(url: str) -> Engine:

@@ -12,6 +12,7 @@ from app.core.kinds import SANDBOXED, command_of
 from app.github.comments import upsert_comment
 from app.intake.commands import CommandParams
 from app.policy.repo_config import ALLOWED_COMMANDS
+from app.store.db import rowcount
 from app.store.models import LIVE_STATES, Job, JobState, utcnow
 from tasks.blueprints.common import installation_repo
 from tasks.feedback import listeners as feedback
@@ -148,7 +149,7 @@ def run_cancel(ctx: JobContext) -> dict[str, Any]:
                     result={"reason": reason},
                 )
             )
-        if done.rowcount:  # type: ignore[attr-defined]
+        if rowcount(done):
             cancelled.append(job)
     for job in cancelled:
         if job.state != JobState.RUNNING:

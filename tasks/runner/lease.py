@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, func, or_, select, update
 
 from app.core.kinds import command_of
-from app.store.db import Database
+from app.store.db import Database, rowcount
 from app.store.models import TERMINAL_STATES, Job, JobState, Outbox, utcnow
 
 
@@ -38,7 +38,7 @@ def claim(db: Database, job_id: int, owner: str, lease_seconds: int) -> bool:
                 steps=[],
             )
         )
-        return bool(result.rowcount)  # type: ignore[attr-defined]
+        return bool(rowcount(result))
 
 
 def renew(db: Database, job_id: int, owner: str, lease_seconds: int) -> bool:
@@ -49,7 +49,7 @@ def renew(db: Database, job_id: int, owner: str, lease_seconds: int) -> bool:
             .where(Job.id == job_id, Job.lease_owner == owner, Job.state == JobState.RUNNING)
             .values(lease_expires_at=utcnow() + timedelta(seconds=lease_seconds))
         )
-        return bool(result.rowcount)  # type: ignore[attr-defined]
+        return bool(rowcount(result))
 
 
 def finish(db: Database, job_id: int, owner: str, state: str, result: dict[str, Any]) -> bool:
@@ -63,7 +63,7 @@ def finish(db: Database, job_id: int, owner: str, state: str, result: dict[str, 
             .where(Job.id == job_id, Job.lease_owner == owner, Job.state == JobState.RUNNING)
             .values(**values)
         )
-        return bool(done.rowcount)  # type: ignore[attr-defined]
+        return bool(rowcount(done))
 
 
 MAX_ATTEMPTS = 3  # a job whose worker died this often is failed, not run again
@@ -152,7 +152,7 @@ def claim_given_up(db: Database, owner: str, hold: timedelta, batch: int = 20) -
                 .where(Job.id == job_id, _unsettled(now))
                 .values(lease_owner=f"{GIVEN_UP}:{owner}"[:200], lease_expires_at=now + hold)
             )
-            if done.rowcount:  # type: ignore[attr-defined]
+            if rowcount(done):
                 claimed.append(job_id)
     with db.read() as s:
         return list(s.scalars(select(Job).where(Job.id.in_(claimed)).order_by(Job.id)))
@@ -166,7 +166,7 @@ def release_given_up(db: Database, job_id: int, owner: str) -> bool:
             .where(Job.id == job_id, Job.lease_owner == f"{GIVEN_UP}:{owner}"[:200])
             .values(lease_owner=None, lease_expires_at=None)
         )
-        return bool(done.rowcount)  # type: ignore[attr-defined]
+        return bool(rowcount(done))
 
 
 class Heartbeat:

@@ -19,7 +19,7 @@ from app.core.settings import Settings
 from app.core.telemetry import telemetry
 from app.github import audit as github_audit
 from app.store import audit
-from app.store.db import Database
+from app.store.db import Database, rowcount
 from app.store.models import Delivery, Job, JobState, Outbox, aware, utcnow
 from tasks.runner.context import Cancelled, JobContext, JobFailed, JobListener, Runner
 from tasks.runner.lease import Heartbeat, claim, finish, owner_id
@@ -83,11 +83,13 @@ class JobRunner:
         place = queue_position(self.db, row)
         waiting = {"waiting": reason, "position": place}
         with self.db.transaction() as s:
-            still = s.execute(
-                update(Job)
-                .where(Job.id == row.id, Job.state == JobState.QUEUED)
-                .values(result=waiting)
-            ).rowcount  # type: ignore[attr-defined]
+            still = rowcount(
+                s.execute(
+                    update(Job)
+                    .where(Job.id == row.id, Job.state == JobState.QUEUED)
+                    .values(result=waiting)
+                )
+            )
             if still and requeue is not None:  # a message is out again: no resend needed
                 s.add(Outbox(job_id=row.id, published_at=utcnow()))
         if not still:  # a duplicate message of a job another attempt took meanwhile
