@@ -162,6 +162,7 @@ def redeliver(since: str) -> None:
     from github import GithubException
 
     from app.cli.doctor import explain_failure
+    from app.github.clients import GitHubApp
     from app.github.transport import fail_fast
     from app.store.db import Database
     from tasks.queue.redeliver import redeliver_missed
@@ -169,7 +170,8 @@ def redeliver(since: str) -> None:
     settings = settings_or_exit(("app_id", "private_key_path"))
     try:
         with fail_fast():  # a person waits: no retries with minutes of backoff
-            guids = redeliver_missed(settings, Database(settings.database_url), _since(since))
+            github = GitHubApp.for_settings(settings)
+            guids = redeliver_missed(github, Database(settings.database_url), _since(since))
     except (requests.RequestException, GithubException) as exc:
         detail, hint = explain_failure(exc, settings.github_api_url)
         click.echo(f"onloop: {detail} -> {hint}", err=True)

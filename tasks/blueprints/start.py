@@ -28,13 +28,12 @@ def installation_repo(ctx: JobContext) -> tuple[gh.InstallationToken, Repository
     to this one repository and to the permissions its kind needs."""
     if ctx.job.installation_id is None:
         raise JobFailed("the delivery named no installation, so onloop cannot act on it")
-    token = gh.installation_token(
-        ctx.settings,
+    token = ctx.github.installation_token(
         ctx.job.installation_id,
         repositories=[ctx.job.repo.split("/", 1)[1]],
         permissions=governance.token_permissions(ctx.job.kind),
     )
-    return token, gh.installation_client(ctx.settings, token).get_repo(ctx.job.repo)
+    return token, ctx.github.installation_client(token).get_repo(ctx.job.repo)
 
 
 def act_as(ctx: JobContext, login: str, user_id: int | None) -> None:

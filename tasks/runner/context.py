@@ -1,4 +1,4 @@
-"""What a running job sees: its row, settings, database, a step recorder and a cancel flag."""
+"""What a running job sees: its row, settings, database, GitHub, metrics, steps, a cancel flag."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from typing import Any, Protocol
 from sqlalchemy import select
 
 from app.core.settings import Settings
-from app.core.telemetry import telemetry
+from app.core.telemetry import Telemetry
+from app.github.clients import GitHubApp
 from app.intake.commands import Command, CommandParams
 from app.store import audit
 from app.store.db import Database
@@ -57,6 +58,8 @@ class JobContext:
     settings: Settings
     db: Database
     job: Job
+    github: GitHubApp  # the worker's one way into GitHub (its write locks, its metrics)
+    meter: Telemetry  # the worker's one metrics writer
     cancel: threading.Event = field(default_factory=threading.Event)
     steps: list[StepRecord] = field(default_factory=list)
     listeners: list[JobListener] = field(default_factory=list)
@@ -173,7 +176,7 @@ class JobContext:
             record.state = StepState.SUCCEEDED
         finally:
             record.duration = round(time.monotonic() - started, 3)
-            telemetry(self.settings.redis_url).observe(
+            self.meter.observe(
                 "step_duration_seconds", record.duration, kind=self.job.kind, step=name
             )
             audit.record(
