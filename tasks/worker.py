@@ -17,6 +17,7 @@ from app.core.settings import Settings
 from app.core.telemetry import Telemetry
 from app.github.clients import GitHubApp
 from app.github.transport import WriteSerializer
+from app.policy.org_config import OrgConfigLoader
 from app.store.db import Database
 from tasks.blueprints.fix_ci import run_fix_ci
 from tasks.blueprints.fix_issue import run_fix_issue
@@ -46,9 +47,9 @@ RUNNERS: Mapping[str, Runner] = {
 
 
 class Worker:
-    """Settings, database, GitHub (one write serializer), metrics, caps, sandboxes, runners
-    and listeners of one worker process. Tests build one with their own runners or listeners
-    instead of patching modules."""
+    """Settings, database, GitHub (one write serializer), metrics, caps, sandboxes, runners,
+    listeners and the organisation file's loader of one worker process. Tests build one with
+    their own runners or listeners instead of patching modules."""
 
     def __init__(
         self,
@@ -81,6 +82,7 @@ class Worker:
             limiter=self.limiter,
             workplace=self.workplace,
             kinds=kinds,
+            org_config=OrgConfigLoader(),
         )
 
     def workplace(self) -> Workplace:

@@ -8,7 +8,6 @@ from sqlalchemy import update
 import app.github.clients as gh
 from app.github.comments import upsert_comment
 from app.policy import governance
-from app.policy.org_config import effective_for
 from app.policy.repo_config import ConfigError
 from app.store.models import Job
 from tasks.blueprints.pulls import PullRef
@@ -62,7 +61,7 @@ def effective_config(ctx: JobContext, repo: Repository) -> LoadedConfig:
             rule="config",
         )
     try:
-        loaded.config = effective_for(ctx.settings, loaded.config)
+        loaded.config = ctx.org_config.effective(ctx.settings, loaded.config)
     except ConfigError as exc:
         raise JobFailed(
             f"the organisation's onloop config (ONLOOP_CONFIG_FILE) is not usable: {exc}; "

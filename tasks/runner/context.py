@@ -17,6 +17,7 @@ from app.core.settings import Settings
 from app.core.telemetry import Telemetry
 from app.github.clients import GitHubApp
 from app.intake.commands import Command, CommandParams
+from app.policy.org_config import OrgConfigLoader
 from app.store import audit
 from app.store.db import Database
 from app.store.models import Job, JobState
@@ -68,6 +69,8 @@ class JobContext:
     plan: list[str] = field(default_factory=list)  # the step names it expects, for "k of n"
     # Where sandboxes run (the worker's one Workplace, made on first use); None outside a job.
     workplaces: Callable[[], Workplace] | None = None
+    # The organisation file, parsed again only when it changes (the worker's one loader).
+    org_config: OrgConfigLoader = field(default_factory=OrgConfigLoader)
 
     @property
     def workplace(self) -> Workplace:

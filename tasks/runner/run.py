@@ -19,6 +19,7 @@ from app.core.settings import Settings
 from app.core.telemetry import Telemetry
 from app.github import audit as github_audit
 from app.github.clients import GitHubApp
+from app.policy.org_config import OrgConfigLoader
 from app.store import audit
 from app.store.db import Database
 from app.store.models import Delivery, Job, JobState, Outbox, aware, utcnow
@@ -49,8 +50,8 @@ def _not_told(ctx: JobContext, reason: str, place: int | None) -> None:
 @dataclass
 class JobRunner:
     """Runs jobs by id with what the worker built once: GitHub and the metrics writer, the
-    kinds and their runners, the listeners that follow a job, the caps, and where sandboxes
-    run."""
+    kinds and their runners, the listeners that follow a job, the caps, where sandboxes run
+    and the organisation file's loader."""
 
     settings: Settings
     db: Database
@@ -62,6 +63,7 @@ class JobRunner:
     limiter: Limiter | None = None
     workplace: Callable[[], Workplace] | None = None
     kinds: Kinds = field(default_factory=lambda: KINDS)
+    org_config: OrgConfigLoader = field(default_factory=OrgConfigLoader)
 
     def run(self, job_id: int, requeue: Requeue | None = None) -> str:
         """Run job `job_id` once; a job already taken or finished is left alone (idempotent).
@@ -157,6 +159,7 @@ class JobRunner:
                 self.meter,
                 cancel=beat.lost,
                 workplaces=self.workplace,
+                org_config=self.org_config,
             )
             ctx.head_sha = job.head_sha
             ctx.listeners = self.listeners(ctx)
