@@ -14,8 +14,11 @@ from celery import Celery
 from app.core.kinds import KINDS, Kind, Kinds
 from app.core.queues import QUEUE
 from app.core.settings import Settings
+from app.core.telemetry import Telemetry
+from app.github.clients import GitHubApp
+from app.github.transport import WriteSerializer
+from app.policy.org_config import OrgConfigLoader
 from app.store.db import Database
-from app.store.models import Job
 from tasks.blueprints.fix_ci import run_fix_ci
 from tasks.blueprints.fix_issue import run_fix_issue
 from tasks.blueprints.rebase import run_rebase
@@ -44,8 +47,9 @@ RUNNERS: Mapping[str, Runner] = {
 
 
 class Worker:
-    """Settings, database, caps, sandboxes, runners and listeners of one worker process.
-    Tests build one with their own runners or listeners instead of patching modules."""
+    """Settings, database, GitHub (one write serializer), metrics, caps, sandboxes, runners,
+    listeners and the organisation file's loader of one worker process. Tests build one with
+    their own runners or listeners instead of patching modules."""
 
     def __init__(
         self,
@@ -59,6 +63,8 @@ class Worker:
         self.settings = settings
         self.db = db if db is not None else Database(settings.database_url)
         self.kinds = kinds
+        self.meter = Telemetry(settings.redis_url)
+        self.github = GitHubApp(settings, WriteSerializer(settings.redis_url), self.meter)
         self.limiter: Limiter | None = None
         if settings.redis_url:
             client = redis.Redis.from_url(settings.redis_url, socket_timeout=5)
@@ -69,11 +75,14 @@ class Worker:
             settings,
             self.db,
             runners,
+            github=self.github,
+            meter=self.meter,
             listeners=listeners,
-            queued=self._queued,
+            queued=feedback.queued,
             limiter=self.limiter,
             workplace=self.workplace,
             kinds=kinds,
+            org_config=OrgConfigLoader(),
         )
 
     def workplace(self) -> Workplace:
@@ -84,15 +93,12 @@ class Worker:
                 self._workplace = make_workplace(self.settings)
             return self._workplace
 
-    def _queued(self, job: Job, reason: str, place: int | None) -> None:
-        feedback.queued(self.settings, self.db, job, reason, place)
-
     def celery(self) -> Celery:
         """A Celery app whose tasks run this worker's jobs and redelivery sweep."""
         return create_celery(
             self.settings,
             run_job=self.jobs.run,
-            redeliver=partial(redeliver.sweep, self.settings, self.db),
+            redeliver=partial(redeliver.sweep, self.settings, self.github, self.db),
         )
 
     def reap(self) -> list[str]:
@@ -114,7 +120,7 @@ class Worker:
         dispatcher = Dispatcher(
             self.db,
             celery,
-            self.settings,
+            self.jobs.context,
             interval=self.settings.dispatch_interval,
             authorization_wait=timedelta(seconds=self.settings.authorization_wait),
             housekeeping=self.reap,

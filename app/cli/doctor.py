@@ -114,7 +114,7 @@ def _github(s: Settings) -> Check:
         )
     try:
         with fail_fast():  # no retries with backoff: minutes of silence before the answer
-            slug = gh.app_slug(s)
+            slug = gh.GitHubApp.for_settings(s).app_slug()
     except Exception as exc:
         return Check("github app", False, *explain_failure(exc, s.github_api_url))
     if s.app_slug and slug != s.app_slug:

@@ -18,6 +18,7 @@ from app.cli.dev import run_dev
 from app.cli.doctor import explain_failure, run_doctor
 from app.core.logs import configure_logging
 from app.core.settings import REQUIRED_FOR_SERVICE, Settings, load_settings
+from app.github.clients import GitHubApp
 from app.github.transport import fail_fast
 from app.intake.events import sign
 from app.store import migrate
@@ -111,7 +112,8 @@ def redeliver(since: str) -> None:
     settings = settings_or_exit(("app_id", "private_key_path"))
     try:
         with fail_fast():  # a person waits: no retries with minutes of backoff
-            guids = redeliver_missed(settings, Database(settings.database_url), parse_since(since))
+            github = GitHubApp.for_settings(settings)
+            guids = redeliver_missed(github, Database(settings.database_url), parse_since(since))
     except (requests.RequestException, GithubException) as exc:
         detail, hint = explain_failure(exc, settings.github_api_url)
         click.echo(f"onloop: {detail} -> {hint}", err=True)

@@ -38,7 +38,7 @@ METRICS: dict[str, tuple[str, str, tuple[str, ...]]] = {
 
 
 class Telemetry:
-    """Writes metrics to Redis; one per process and Redis URL (see `telemetry`)."""
+    """Writes metrics to Redis. A process's composition root builds one and passes it down."""
 
     def __init__(self, url: str | None) -> None:
         self.client = (
@@ -96,18 +96,6 @@ class Telemetry:
             ("incr", PREFIX + name + ":sum", field, value),
             ("incr", PREFIX + name + ":bucket", json.dumps([field, bucket]), 1),
         )
-
-
-_instances: dict[str | None, Telemetry] = {}
-_lock = threading.Lock()
-
-
-def telemetry(url: str | None) -> Telemetry:
-    """This process's writer for Redis at `url` (None: metrics off)."""
-    with _lock:
-        if url not in _instances:
-            _instances[url] = Telemetry(url)
-        return _instances[url]
 
 
 def _labels(field: str, names: tuple[str, ...]) -> list[str]:

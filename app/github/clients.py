@@ -20,9 +20,9 @@ from github import Auth, Github, GithubIntegration
 from github.GithubException import GithubException, RateLimitExceededException
 
 from app.core.settings import Settings
-from app.core.telemetry import telemetry
+from app.core.telemetry import Telemetry
 from app.core.timeutil import parse_time
-from app.github.transport import RateLimitRetry, Who, instrument, serializer_for
+from app.github.transport import RateLimitRetry, Who, WriteSerializer, instrument
 
 GIT_USERNAME = "x-access-token"  # git over HTTPS: this user, the token as password
 USER_AGENT = "onloop"
@@ -91,28 +91,6 @@ def app_jwt(settings: Settings) -> str:
     return jwt.encode(claims, _private_key(settings), algorithm="RS256")
 
 
-def app_integration(settings: Settings) -> GithubIntegration:
-    """PyGithub's client authenticated as the App (JWT), for /app endpoints."""
-    auth = Auth.AppAuth(
-        str(_settings_value(settings.app_id, "app_id")),
-        _private_key(settings),
-        jwt_expiry=JWT_LIFETIME,
-        jwt_issued_at=-JWT_BACKDATE,
-    )
-    between, writes = _pacing(settings)
-    gi = GithubIntegration(
-        auth=auth,
-        base_url=settings.github_api_url,
-        user_agent=USER_AGENT,
-        retry=RateLimitRetry(),
-        seconds_between_requests=between,
-        seconds_between_writes=writes,
-    )
-    who = Who("app", f"app:{settings.app_id}", f"app:{settings.app_id}")
-    instrument(gi.requester, who, serializer_for(settings.redis_url), telemetry(settings.redis_url))
-    return gi
-
-
 class InstallationUnavailable(GithubException):
     """GitHub refused the installation a token (401, 403 or 404): the App was uninstalled
     or suspended there (or its credentials no longer match), so nothing can act for it."""
@@ -122,83 +100,8 @@ class InstallationUnavailable(GithubException):
         self.installation_id = installation_id
 
 
-def installation_token(
-    settings: Settings,
-    installation_id: int,
-    *,
-    repositories: list[str] | None = None,
-    permissions: dict[str, str] | None = None,
-) -> InstallationToken:
-    """POST /app/installations/{id}/access_tokens, narrowed to `repositories` (names, or
-    owner/name) and `permissions` when given. Raises github.GithubException on refusal,
-    InstallationUnavailable when the installation is gone or suspended."""
-    body: dict[str, Any] = {}
-    names = [r.rsplit("/", 1)[-1] for r in repositories] if repositories is not None else None
-    if names is not None:
-        body["repositories"] = names
-    if permissions is not None:
-        body["permissions"] = dict(permissions)
-    with app_integration(settings) as gi:
-        try:
-            _, data = gi.requester.requestJsonAndCheck(
-                "POST", f"/app/installations/{int(installation_id)}/access_tokens", input=body
-            )
-        except RateLimitExceededException:
-            raise  # a 403 too, but the installation is fine: the job waits or is retried
-        except GithubException as exc:
-            if exc.status in (401, 403, 404):
-                raise InstallationUnavailable(int(installation_id), exc) from exc
-            raise
-    return InstallationToken(
-        data["token"],
-        parse_time(data["expires_at"]),
-        installation_id=int(installation_id),
-        permissions=dict(data.get("permissions") or {}),
-        repositories=tuple(names) if names is not None else None,
-    )
-
-
-def _client(settings: Settings, secret: str, who: Who) -> Github:
-    """PyGithub with onloop's retry (Retry-After, x-ratelimit-reset) and its writes
-    serialised per `who.lock_key` and reported to observers (app.github.transport)."""
-    between, writes = _pacing(settings)
-    client = Github(
-        auth=Auth.Token(secret),
-        base_url=settings.github_api_url,
-        user_agent=USER_AGENT,
-        per_page=100,
-        retry=RateLimitRetry(),
-        seconds_between_requests=between,
-        seconds_between_writes=writes,
-    )
-    instrument(
-        client.requester, who, serializer_for(settings.redis_url), telemetry(settings.redis_url)
-    )
-    return client
-
-
-def installation_client(settings: Settings, token: InstallationToken) -> Github:
-    """PyGithub acting as the installation (comments from `<slug>[bot]`)."""
-    if not isinstance(token, InstallationToken):
-        raise TypeError("installation_client needs an InstallationToken")
-    bot = settings.bot_login or "installation"
-    return _client(settings, token.secret(), installation_who(bot, token.installation_id))
-
-
 def installation_who(bot_login: str, installation_id: int) -> Who:
     return Who("installation", bot_login, f"installation:{int(installation_id)}")
-
-
-def user_client(settings: Settings, token: UserToken) -> Github:
-    """PyGithub acting as the user who triggered the work (their PRs, pushes, reviews)."""
-    if not isinstance(token, UserToken):
-        raise TypeError("user_client needs a UserToken")
-    if token.login:
-        who = Who("user", token.login, f"user:{token.login.lower()}")
-    else:  # serialise per token without keeping it: a short digest names the lock
-        digest = hashlib.sha256(token.secret().encode()).hexdigest()[:16]
-        who = Who("user", "unknown-user", f"user-token:{digest}")
-    return _client(settings, token.secret(), who)
 
 
 def _next_cursor(headers: Mapping[str, Any]) -> str | None:
@@ -212,48 +115,151 @@ def _next_cursor(headers: Mapping[str, Any]) -> str | None:
     return None
 
 
-def list_hook_deliveries(settings: Settings, since: datetime) -> list[dict[str, Any]]:
-    """The App's webhook deliveries at or after `since`, newest first (GET /app/hook/deliveries).
+class GitHubApp:
+    """The App's way into GitHub for one process: every client it makes serialises its writes
+    through `serializer` and counts its calls on `meter`. A long-running process (worker,
+    web) builds one and shares it; `for_settings` is for one-shot commands and tests."""
 
-    Each dict is GitHub's summary of one delivery attempt (id, guid, delivered_at, status_code,
-    event, action, redelivery, ...) with `delivered_at` parsed to an aware datetime: `id` is
-    the attempt's (onloop calls it `hook_attempt_id`), `guid` the X-GitHub-Delivery one all
-    attempts at a delivery share (`delivery_guid`)."""
-    since = since if since.tzinfo else since.replace(tzinfo=UTC)
-    out: list[dict[str, Any]] = []
-    cursor: str | None = None
-    with app_integration(settings) as gi:
-        for _ in range(MAX_DELIVERY_PAGES):
-            params: dict[str, Any] = {"per_page": 100}
-            if cursor:
-                params["cursor"] = cursor
-            headers, data = gi.requester.requestJsonAndCheck(
-                "GET", "/app/hook/deliveries", parameters=params
-            )
-            older = False
-            for item in data or []:
-                delivered = parse_time(item["delivered_at"])
-                if delivered < since:
-                    older = True
-                    continue
-                out.append({**item, "delivered_at": delivered})
-            cursor = _next_cursor(headers)
-            if older or not cursor:
-                break
-    return out
+    def __init__(self, settings: Settings, serializer: WriteSerializer, meter: Telemetry) -> None:
+        self.settings, self.serializer, self.meter = settings, serializer, meter
 
+    @classmethod
+    def for_settings(cls, settings: Settings) -> GitHubApp:
+        """A GitHubApp with a write serializer and metrics writer of its own."""
+        return cls(settings, WriteSerializer(settings.redis_url), Telemetry(settings.redis_url))
 
-def redeliver(settings: Settings, hook_attempt_id: int) -> None:
-    """Ask GitHub to send a delivery again (POST /app/hook/deliveries/{id}/attempts), named
-    by the `id` of one of its attempts in `list_hook_deliveries`."""
-    with app_integration(settings) as gi:
-        gi.requester.requestJsonAndCheck(
-            "POST", f"/app/hook/deliveries/{int(hook_attempt_id)}/attempts"
+    def app_integration(self) -> GithubIntegration:
+        """PyGithub's client authenticated as the App (JWT), for /app endpoints."""
+        settings = self.settings
+        auth = Auth.AppAuth(
+            str(_settings_value(settings.app_id, "app_id")),
+            _private_key(settings),
+            jwt_expiry=JWT_LIFETIME,
+            jwt_issued_at=-JWT_BACKDATE,
+        )
+        between, writes = _pacing(settings)
+        gi = GithubIntegration(
+            auth=auth,
+            base_url=settings.github_api_url,
+            user_agent=USER_AGENT,
+            retry=RateLimitRetry(),
+            seconds_between_requests=between,
+            seconds_between_writes=writes,
+        )
+        who = Who("app", f"app:{settings.app_id}", f"app:{settings.app_id}")
+        instrument(gi.requester, who, self.serializer, self.meter)
+        return gi
+
+    def installation_token(
+        self,
+        installation_id: int,
+        *,
+        repositories: list[str] | None = None,
+        permissions: dict[str, str] | None = None,
+    ) -> InstallationToken:
+        """POST /app/installations/{id}/access_tokens, narrowed to `repositories` (names, or
+        owner/name) and `permissions` when given. Raises github.GithubException on refusal,
+        InstallationUnavailable when the installation is gone or suspended."""
+        body: dict[str, Any] = {}
+        names = [r.rsplit("/", 1)[-1] for r in repositories] if repositories is not None else None
+        if names is not None:
+            body["repositories"] = names
+        if permissions is not None:
+            body["permissions"] = dict(permissions)
+        with self.app_integration() as gi:
+            try:
+                _, data = gi.requester.requestJsonAndCheck(
+                    "POST", f"/app/installations/{int(installation_id)}/access_tokens", input=body
+                )
+            except RateLimitExceededException:
+                raise  # a 403 too, but the installation is fine: the job waits or is retried
+            except GithubException as exc:
+                if exc.status in (401, 403, 404):
+                    raise InstallationUnavailable(int(installation_id), exc) from exc
+                raise
+        return InstallationToken(
+            data["token"],
+            parse_time(data["expires_at"]),
+            installation_id=int(installation_id),
+            permissions=dict(data.get("permissions") or {}),
+            repositories=tuple(names) if names is not None else None,
         )
 
+    def _client(self, secret: str, who: Who) -> Github:
+        """PyGithub with onloop's retry (Retry-After, x-ratelimit-reset) and its writes
+        serialised per `who.lock_key` and reported to observers (app.github.transport)."""
+        between, writes = _pacing(self.settings)
+        client = Github(
+            auth=Auth.Token(secret),
+            base_url=self.settings.github_api_url,
+            user_agent=USER_AGENT,
+            per_page=100,
+            retry=RateLimitRetry(),
+            seconds_between_requests=between,
+            seconds_between_writes=writes,
+        )
+        instrument(client.requester, who, self.serializer, self.meter)
+        return client
 
-def app_slug(settings: Settings) -> str:
-    """GET /app with the App's JWT: proves GitHub accepts the key; returns the App's slug."""
-    with app_integration(settings) as gi:
-        _, data = gi.requester.requestJsonAndCheck("GET", "/app")
-    return str(data["slug"])
+    def installation_client(self, token: InstallationToken) -> Github:
+        """PyGithub acting as the installation (comments from `<slug>[bot]`)."""
+        if not isinstance(token, InstallationToken):
+            raise TypeError("installation_client needs an InstallationToken")
+        bot = self.settings.bot_login or "installation"
+        return self._client(token.secret(), installation_who(bot, token.installation_id))
+
+    def user_client(self, token: UserToken) -> Github:
+        """PyGithub acting as the user who triggered the work (their PRs, pushes, reviews)."""
+        if not isinstance(token, UserToken):
+            raise TypeError("user_client needs a UserToken")
+        if token.login:
+            who = Who("user", token.login, f"user:{token.login.lower()}")
+        else:  # serialise per token without keeping it: a short digest names the lock
+            digest = hashlib.sha256(token.secret().encode()).hexdigest()[:16]
+            who = Who("user", "unknown-user", f"user-token:{digest}")
+        return self._client(token.secret(), who)
+
+    def list_hook_deliveries(self, since: datetime) -> list[dict[str, Any]]:
+        """The App's webhook deliveries at or after `since`, newest first (GET
+        /app/hook/deliveries).
+
+        Each dict is GitHub's summary of one delivery attempt (id, guid, delivered_at,
+        status_code, event, action, redelivery, ...) with `delivered_at` parsed to an aware
+        datetime: `id` is the attempt's (onloop calls it `hook_attempt_id`), `guid` the
+        X-GitHub-Delivery one all attempts at a delivery share (`delivery_guid`)."""
+        since = since if since.tzinfo else since.replace(tzinfo=UTC)
+        out: list[dict[str, Any]] = []
+        cursor: str | None = None
+        with self.app_integration() as gi:
+            for _ in range(MAX_DELIVERY_PAGES):
+                params: dict[str, Any] = {"per_page": 100}
+                if cursor:
+                    params["cursor"] = cursor
+                headers, data = gi.requester.requestJsonAndCheck(
+                    "GET", "/app/hook/deliveries", parameters=params
+                )
+                older = False
+                for item in data or []:
+                    delivered = parse_time(item["delivered_at"])
+                    if delivered < since:
+                        older = True
+                        continue
+                    out.append({**item, "delivered_at": delivered})
+                cursor = _next_cursor(headers)
+                if older or not cursor:
+                    break
+        return out
+
+    def redeliver(self, hook_attempt_id: int) -> None:
+        """Ask GitHub to send a delivery again (POST /app/hook/deliveries/{id}/attempts),
+        named by the `id` of one of its attempts in `list_hook_deliveries`."""
+        with self.app_integration() as gi:
+            gi.requester.requestJsonAndCheck(
+                "POST", f"/app/hook/deliveries/{int(hook_attempt_id)}/attempts"
+            )
+
+    def app_slug(self) -> str:
+        """GET /app with the App's JWT: proves GitHub accepts the key; returns the App's slug."""
+        with self.app_integration() as gi:
+            _, data = gi.requester.requestJsonAndCheck("GET", "/app")
+        return str(data["slug"])

@@ -192,18 +192,6 @@ class WriteSerializer:
                         log.warning("could not release the GitHub write lock %s", key)
 
 
-_serializers: dict[str | None, WriteSerializer] = {}
-_serializers_guard = threading.Lock()
-
-
-def serializer_for(redis_url: str | None) -> WriteSerializer:
-    """One WriteSerializer per Redis URL per process."""
-    with _serializers_guard:
-        if redis_url not in _serializers:
-            _serializers[redis_url] = WriteSerializer(redis_url)
-        return _serializers[redis_url]
-
-
 _who: weakref.WeakKeyDictionary[Requester, Who] = weakref.WeakKeyDictionary()
 
 

@@ -19,9 +19,6 @@ from app.policy.repo_config import (
     parse_repo_config,
 )
 
-_cache: dict[Path, tuple[tuple[int, int], RepoConfig]] = {}
-_lock = threading.Lock()
-
 
 class OrgConfigError(ConfigError):
     """The organisation file is missing, unreadable or invalid; names the file (and line)."""
@@ -45,34 +42,62 @@ def parse_org_config(text: str) -> RepoConfig:
 
 
 def load_org_config(settings: Settings) -> RepoConfig:
-    """The organisation defaults from `settings.config_file`, read again only when the file
-    changes; onloop's built-in defaults when no file is set. Raises OrgConfigError naming the
-    file (and the line) when it is missing, unreadable or not valid."""
+    """The organisation defaults from `settings.config_file`; onloop's built-in defaults when
+    no file is set. Raises OrgConfigError naming the file (and the line) when it is missing,
+    unreadable or not valid. Read afresh: a worker reads it through its OrgConfigLoader."""
     if settings.config_file is None:
         return RepoConfig()
     return read_org_file(Path(settings.config_file))
 
 
 def read_org_file(path: Path) -> RepoConfig:
-    """The organisation file at `path`, parsed again only when it changes; OrgConfigError
-    naming the file (and the line) when it is missing, unreadable or not valid."""
+    """The organisation file at `path`; OrgConfigError naming the file (and the line) when it
+    is missing, unreadable or not valid."""
     try:
-        stat = path.stat()
-        mtime = (stat.st_mtime_ns, stat.st_size)
-        with _lock:
-            cached = _cache.get(path)
-            if cached is not None and cached[0] == mtime:
-                return cached[1]
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise OrgConfigError(path, f"cannot be read ({_reason(exc)})") from None
+    return _parse(path, text)
+
+
+def _parse(path: Path, text: str) -> RepoConfig:
     try:
-        config = parse_org_config(text)
+        return parse_org_config(text)
     except ConfigError as exc:
         raise OrgConfigError(path, exc.message, exc.line) from None
-    with _lock:
-        _cache[path] = (mtime, config)
-    return config
+
+
+class OrgConfigLoader:
+    """The organisation file as one worker reads it for its jobs: parsed again only when it
+    changes (its mtime or size), so an edited file takes effect without a restart."""
+
+    def __init__(self) -> None:
+        self._seen: dict[Path, tuple[tuple[int, int], RepoConfig]] = {}
+        self._lock = threading.Lock()
+
+    def load(self, settings: Settings) -> RepoConfig:
+        """`load_org_config`, from the last parse while the file is unchanged."""
+        if settings.config_file is None:
+            return RepoConfig()
+        path = Path(settings.config_file)
+        try:
+            stat = path.stat()
+            version = (stat.st_mtime_ns, stat.st_size)
+            with self._lock:
+                seen = self._seen.get(path)
+            if seen is not None and seen[0] == version:
+                return seen[1]
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise OrgConfigError(path, f"cannot be read ({_reason(exc)})") from None
+        config = _parse(path, text)
+        with self._lock:
+            self._seen[path] = (version, config)
+        return config
+
+    def effective(self, settings: Settings, repo: RepoConfig) -> RepoConfig:
+        """`effective_for`, with the organisation file from `load`."""
+        return effective_config(self.load(settings), repo)
 
 
 def _reason(exc: Exception) -> str:

@@ -8,6 +8,7 @@ from werkzeug.exceptions import HTTPException
 from app.core.kinds import KINDS, Kinds
 from app.core.logs import get_logger
 from app.core.settings import Settings
+from app.core.telemetry import Telemetry
 from app.store.db import Database
 from app.web import health, oauth, setup, webhooks
 from app.web.metrics import Metrics
@@ -23,7 +24,7 @@ def create_app(settings: Settings, db: Database | None = None, kinds: Kinds = KI
     app.extensions[EXTENSION] = Onloop(
         settings=settings,
         db=database,
-        metrics=Metrics(database, settings.redis_url),
+        metrics=Metrics(database, Telemetry(settings.redis_url)),
         log=get_logger("onloop.web"),
         kinds=kinds,
     )

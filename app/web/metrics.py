@@ -10,7 +10,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 
 from app.core.queues import QUEUE
-from app.core.telemetry import RedisCollector, Telemetry, telemetry
+from app.core.telemetry import RedisCollector, Telemetry
 from app.store.db import Database
 from app.store.models import Job, Outbox
 
@@ -46,11 +46,11 @@ class _JobCollector(Collector):
 
 
 class Metrics:
-    """The registry one process exposes on /metrics."""
+    """The registry one process exposes on /metrics, and its writer of delivery counts."""
 
-    def __init__(self, db: Database, redis_url: str | None) -> None:
+    def __init__(self, db: Database, writer: Telemetry) -> None:
         self.registry = CollectorRegistry()
-        self.writer = telemetry(redis_url)
+        self.writer = writer
         self.registry.register(_JobCollector(db, self.writer))
         self.registry.register(RedisCollector(self.writer))
 

@@ -14,7 +14,6 @@ from github.Repository import Repository
 from sqlalchemy import update
 
 import app.github.clients as gh
-from app.core.telemetry import telemetry
 from app.policy.egress import narrow_egress
 from app.policy.repo_config import RepoConfig
 from app.store import audit
@@ -59,7 +58,7 @@ class Work:
     @cached_property
     def user_repo(self) -> Repository:
         """The same repository through the person's own token: PRs, pushes, comments."""
-        return gh.user_client(self.ctx.settings, self.token).get_repo(self.repo.full_name)
+        return self.ctx.github.user_client(self.token).get_repo(self.repo.full_name)
 
     def identity(self) -> dict[str, str]:
         """Author and committer: the person, under GitHub's no-reply address."""
@@ -129,9 +128,7 @@ class Work:
                 js.sandbox.observers.append(self._audit_command)
                 if js.refused:
                     self.ctx.notes.append(refusal_message(js.refused))
-                telemetry(self.ctx.settings.redis_url).observe(
-                    "sandbox_start_seconds", time.monotonic() - started
-                )
+                self.ctx.meter.observe("sandbox_start_seconds", time.monotonic() - started)
                 yield js
         except SetupFailed as exc:
             if self.ctx.cancel.is_set():

@@ -10,7 +10,6 @@ from github.PullRequest import PullRequest
 from github.Repository import Repository
 
 from app.core.kinds import Kind
-from app.core.telemetry import telemetry
 from app.github.comments import upsert_comment
 from tasks.agent import AgentTask
 from tasks.blueprints import Step, run_steps
@@ -153,7 +152,7 @@ def _push(state: FixCI) -> str | None:
 
     pr = as_person(work, open_pr)
     state.pr, state.outcome = pr, ChangeOutcome.PR
-    telemetry(work.ctx.settings.redis_url).inc("pull_requests_opened", kind="fix_ci")
+    work.ctx.meter.inc("pull_requests_opened", kind="fix_ci")
     return f"opened #{pr.number}"
 
 

@@ -9,7 +9,6 @@ from github.Issue import Issue
 from github.PullRequest import PullRequest
 
 from app.core.kinds import Kind
-from app.core.telemetry import telemetry
 from tasks.agent import AgentTask
 from tasks.blueprints import Step, run_steps
 from tasks.blueprints.change import STEPS as CHANGE_STEPS
@@ -69,7 +68,7 @@ def _open_or_update(state: FixIssue) -> PullRequest:
         existing[0].edit(title=title, body=body)
         return existing[0]
     pr = repo.create_pull(base=work.repo.default_branch, head=state.branch, title=title, body=body)
-    telemetry(work.ctx.settings.redis_url).inc("pull_requests_opened", kind="fix_issue")
+    work.ctx.meter.inc("pull_requests_opened", kind="fix_issue")
     return pr
 
 

@@ -153,7 +153,9 @@ def run_cancel(ctx: JobContext) -> dict[str, Any]:
             cancelled.append(job)
     for job in cancelled:
         if job.state != JobState.RUNNING:
-            other = JobContext(ctx.settings, ctx.db, job, steps=read_steps(job.steps))
+            other = JobContext(
+                ctx.settings, ctx.db, job, ctx.github, ctx.meter, steps=read_steps(job.steps)
+            )
             feedback.settle(other, JobState.CANCELLED, {"reason": reason})
     lines = [
         f"- #{j.id} {command_of(j.kind)} ({j.state})"

@@ -8,7 +8,6 @@ from sqlalchemy import update
 import app.github.clients as gh
 from app.github.comments import upsert_comment
 from app.policy import governance
-from app.policy.org_config import effective_for
 from app.policy.repo_config import ConfigError
 from app.store.models import Job
 from tasks.blueprints.pulls import PullRef
@@ -28,13 +27,12 @@ def installation_repo(ctx: JobContext) -> tuple[gh.InstallationToken, Repository
     to this one repository and to the permissions its kind needs."""
     if ctx.job.installation_id is None:
         raise JobFailed("the delivery named no installation, so onloop cannot act on it")
-    token = gh.installation_token(
-        ctx.settings,
+    token = ctx.github.installation_token(
         ctx.job.installation_id,
         repositories=[ctx.job.repo.split("/", 1)[1]],
         permissions=governance.token_permissions(ctx.job.kind),
     )
-    return token, gh.installation_client(ctx.settings, token).get_repo(ctx.job.repo)
+    return token, ctx.github.installation_client(token).get_repo(ctx.job.repo)
 
 
 def act_as(ctx: JobContext, login: str, user_id: int | None) -> None:
@@ -63,7 +61,7 @@ def effective_config(ctx: JobContext, repo: Repository) -> LoadedConfig:
             rule="config",
         )
     try:
-        loaded.config = effective_for(ctx.settings, loaded.config)
+        loaded.config = ctx.org_config.effective(ctx.settings, loaded.config)
     except ConfigError as exc:
         raise JobFailed(
             f"the organisation's onloop config (ONLOOP_CONFIG_FILE) is not usable: {exc}; "

@@ -17,14 +17,11 @@ from sqlalchemy import select
 
 import app.github.clients as gh
 from app.core.kinds import SANDBOXED
-from app.core.settings import Settings
 from app.github.comments import family, marker
-from app.store.db import Database
 from app.store.models import Job, JobState
 from tasks.feedback import progress
 from tasks.feedback.throttle import Throttle
 from tasks.runner.context import JobContext, JobListener
-from tasks.runner.steps import read_steps
 
 log = logging.getLogger(__name__)
 
@@ -45,10 +42,10 @@ class Access:
             ctx = self.ctx
             assert ctx.job.installation_id is not None
             name = ctx.job.repo.split("/", 1)[1]
-            self._token = gh.installation_token(
-                ctx.settings, ctx.job.installation_id, repositories=[name]
+            self._token = ctx.github.installation_token(
+                ctx.job.installation_id, repositories=[name]
             )
-            self._client, self._repo = gh.installation_client(ctx.settings, self._token), None
+            self._client, self._repo = ctx.github.installation_client(self._token), None
         return self._client
 
     def repo(self) -> Repository:
@@ -265,13 +262,13 @@ def listeners_for(ctx: JobContext) -> list[JobListener]:
     return listeners
 
 
-def queued(settings: Settings, db: Database, job: Job, reason: str, position: int | None) -> None:
+def queued(ctx: JobContext, reason: str, position: int | None) -> None:
     """A job the caps hold back before it starts: 👀 on its command now, and (sandboxed
-    kinds) its status comment says it is queued and where. Call it when the job is put
-    back in the queue, or when its place changes."""
+    kinds) its status comment says it is queued and where. Call it, with a context made
+    outside the job's run, when the job is put back in the queue or its place changes."""
+    job = ctx.job
     if job.installation_id is None:
         return
-    ctx = JobContext(settings, db, job, steps=read_steps(job.steps))
     access = Access(ctx)
     try:
         acknowledge(ctx, access)

@@ -12,7 +12,6 @@ from sqlalchemy import select
 
 from app.core.logs import get_logger
 from app.core.queues import QUEUE, RUN_JOB
-from app.core.settings import Settings
 from app.store.db import Database
 from app.store.models import Job, JobState, Outbox, aware, utcnow
 from tasks.feedback import listeners as feedback
@@ -25,7 +24,6 @@ from tasks.runner.lease import (
     republish_unclaimed,
     requeue_abandoned,
 )
-from tasks.runner.steps import read_steps
 
 log = get_logger("onloop.dispatch")
 
@@ -67,16 +65,17 @@ def publish_pending(db: Database, celery: Celery, batch: int = 100) -> int:
 
 
 def settle_given_up(
-    settings: Settings,
+    context: Callable[[Job], JobContext],
     db: Database,
     owner: str,
     hold: timedelta = timedelta(minutes=5),
     max_age: timedelta = timedelta(days=1),
 ) -> list[int]:
     """Tell on GitHub about the jobs `requeue_abandoned` gave up on: their status comment
-    (edited in place) and check run `onloop/<kind>` end as failed, as any failed job's do.
-    Outside any transaction; a job whose GitHub calls fail is tried again after `hold`,
-    for `max_age` at most. The ids of the jobs settled now."""
+    (edited in place) and check run `onloop/<kind>` end as failed, as any failed job's do,
+    through `context(job)` (the worker's JobRunner.context). Outside any transaction; a job
+    whose GitHub calls fail is tried again after `hold`, for `max_age` at most. The ids of
+    the jobs settled now."""
     settled = []
     for job in claim_given_up(db, owner, hold):
         about = {"job_id": job.id, "repo": job.repo, "kind": job.kind, "number": job.number}
@@ -85,7 +84,7 @@ def settle_given_up(
             log.error("job.given_up_untold", detail="gave up telling GitHub", **about)
             continue
         try:
-            _settle(settings, db, job)
+            _settle(context(job))
         except Exception as exc:
             log.warning(
                 "job.given_up_settle_failed",
@@ -107,11 +106,11 @@ def settle_given_up(
     return settled
 
 
-def _settle(settings: Settings, db: Database, job: Job) -> None:
+def _settle(ctx: JobContext) -> None:
     """feedback.settle, but a failed GitHub call raises (so the job is tried again)."""
+    job = ctx.job
     if job.installation_id is None:
         return
-    ctx = JobContext(settings, db, job, steps=read_steps(job.steps))
     access = feedback.Access(ctx)
     status = feedback.StatusComment(ctx, access, attach=True)
     status.started = True
@@ -129,14 +128,14 @@ class Dispatcher:
         self,
         db: Database,
         celery: Celery,
-        settings: Settings,
+        context: Callable[[Job], JobContext],
         interval: float = 0.5,
         republish_after: timedelta = timedelta(minutes=10),
         authorization_wait: timedelta = timedelta(hours=24),
         housekeeping: Callable[[], object] | None = None,
         housekeeping_interval: float = 300.0,
     ) -> None:
-        self.settings = settings  # GitHub calls for given-up jobs need the App's settings
+        self.context = context  # a given-up job's context, for its GitHub calls
         self.owner = owner_id()
         self.authorization_wait = authorization_wait
         self.housekeeping, self.housekeeping_interval = housekeeping, housekeeping_interval
@@ -167,7 +166,7 @@ class Dispatcher:
             if expired:
                 log.info("dispatch.authorization_expired", jobs=expired)
             try:  # GitHub's trouble must not hold up the outbox
-                settle_given_up(self.settings, self.db, self.owner)
+                settle_given_up(self.context, self.db, self.owner)
             except Exception as exc:
                 log.warning("dispatch.settle_given_up_failed", error=f"{type(exc).__name__}: {exc}")
         return publish_pending(self.db, self.celery)

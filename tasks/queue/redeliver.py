@@ -6,23 +6,23 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import select
 
-import app.github.clients as gh
 from app.core.logs import get_logger
 from app.core.settings import Settings
 from app.core.timeutil import parse_time
+from app.github.clients import GitHubApp
 from app.store.db import Database
 from app.store.models import Delivery
 
 log = get_logger("onloop.redeliver")
 
 
-def missed_deliveries(settings: Settings, db: Database, since: datetime) -> dict[str, int]:
+def missed_deliveries(github: GitHubApp, db: Database, since: datetime) -> dict[str, int]:
     """Delivery GUIDs with no successful attempt that onloop never recorded → the
     `hook_attempt_id` of the newest attempt, which `redeliver` names the delivery by.
 
     https://docs.github.com/en/webhooks/testing-and-troubleshooting-webhooks/redelivering-webhooks
     """
-    attempts = gh.list_hook_deliveries(settings, since)
+    attempts = github.list_hook_deliveries(since)
     ok: set[str] = set()
     latest: dict[str, tuple[datetime, int]] = {}  # delivery_guid → (when, hook_attempt_id)
     for attempt in attempts:
@@ -40,11 +40,11 @@ def missed_deliveries(settings: Settings, db: Database, since: datetime) -> dict
     return {guid: latest[guid][1] for guid in sorted(candidates - known)}
 
 
-def redeliver_missed(settings: Settings, db: Database, since: datetime) -> list[str]:
+def redeliver_missed(github: GitHubApp, db: Database, since: datetime) -> list[str]:
     """Request a redelivery for each missed delivery; returns their GUIDs."""
-    missed = missed_deliveries(settings, db, since)
+    missed = missed_deliveries(github, db, since)
     for delivery_guid, hook_attempt_id in missed.items():
-        gh.redeliver(settings, hook_attempt_id)
+        github.redeliver(hook_attempt_id)
         log.info(
             "delivery.redelivery_requested",
             delivery_guid=delivery_guid,
@@ -53,7 +53,7 @@ def redeliver_missed(settings: Settings, db: Database, since: datetime) -> list[
     return list(missed)
 
 
-def sweep(settings: Settings, db: Database) -> list[str]:
+def sweep(settings: Settings, github: GitHubApp, db: Database) -> list[str]:
     """Beat's periodic task: redeliver what was missed over two sweep intervals."""
     since = datetime.now(UTC) - timedelta(seconds=settings.redeliver_interval * 2)
-    return redeliver_missed(settings, db, since)
+    return redeliver_missed(github, db, since)

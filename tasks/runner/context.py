@@ -1,4 +1,4 @@
-"""What a running job sees: its row, settings, database, a step recorder and a cancel flag."""
+"""What a running job sees: its row, settings, database, GitHub, metrics, steps, a cancel flag."""
 
 from __future__ import annotations
 
@@ -14,8 +14,10 @@ from typing import Any, Protocol
 from sqlalchemy import select
 
 from app.core.settings import Settings
-from app.core.telemetry import telemetry
+from app.core.telemetry import Telemetry
+from app.github.clients import GitHubApp
 from app.intake.commands import Command, CommandParams
+from app.policy.org_config import OrgConfigLoader
 from app.store import audit
 from app.store.db import Database
 from app.store.models import Job, JobState
@@ -57,6 +59,8 @@ class JobContext:
     settings: Settings
     db: Database
     job: Job
+    github: GitHubApp  # the worker's one way into GitHub (its write locks, its metrics)
+    meter: Telemetry  # the worker's one metrics writer
     cancel: threading.Event = field(default_factory=threading.Event)
     steps: list[StepRecord] = field(default_factory=list)
     listeners: list[JobListener] = field(default_factory=list)
@@ -65,6 +69,8 @@ class JobContext:
     plan: list[str] = field(default_factory=list)  # the step names it expects, for "k of n"
     # Where sandboxes run (the worker's one Workplace, made on first use); None outside a job.
     workplaces: Callable[[], Workplace] | None = None
+    # The organisation file, parsed again only when it changes (the worker's one loader).
+    org_config: OrgConfigLoader = field(default_factory=OrgConfigLoader)
 
     @property
     def workplace(self) -> Workplace:
@@ -173,7 +179,7 @@ class JobContext:
             record.state = StepState.SUCCEEDED
         finally:
             record.duration = round(time.monotonic() - started, 3)
-            telemetry(self.settings.redis_url).observe(
+            self.meter.observe(
                 "step_duration_seconds", record.duration, kind=self.job.kind, step=name
             )
             audit.record(

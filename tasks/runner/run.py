@@ -16,8 +16,10 @@ from sqlalchemy import select, update
 from app.core.kinds import KINDS, Kinds
 from app.core.logs import get_logger
 from app.core.settings import Settings
-from app.core.telemetry import telemetry
+from app.core.telemetry import Telemetry
 from app.github import audit as github_audit
+from app.github.clients import GitHubApp
+from app.policy.org_config import OrgConfigLoader
 from app.store import audit
 from app.store.db import Database, rowcount
 from app.store.models import Delivery, Job, JobState, Outbox, aware, utcnow
@@ -26,37 +28,42 @@ from tasks.runner.lease import Heartbeat, claim, finish, owner_id
 from tasks.runner.limits import Limiter, queue_position
 from tasks.runner.outcomes import outcome_of, too_long
 from tasks.runner.people import resume_if_authorized
+from tasks.runner.steps import read_steps
 from tasks.sandbox.workplace import Workplace
 
 log = get_logger("onloop.jobs")
 
 Requeue = Callable[[float], None]
 Listeners = Callable[[JobContext], list[JobListener]]
-# A job the caps hold back: (job, why, its place in the queue), said on GitHub once.
-Queued = Callable[[Job, str, int | None], None]
+# A job the caps hold back: (its context, why, its place in the queue), said on GitHub once.
+Queued = Callable[[JobContext, str, int | None], None]
 
 
 def _no_listeners(ctx: JobContext) -> list[JobListener]:
     return []
 
 
-def _not_told(job: Job, reason: str, place: int | None) -> None:
+def _not_told(ctx: JobContext, reason: str, place: int | None) -> None:
     return None
 
 
 @dataclass
 class JobRunner:
-    """Runs jobs by id with what the worker built once: the kinds and their runners, the
-    listeners that follow a job, the caps, and where sandboxes run."""
+    """Runs jobs by id with what the worker built once: GitHub and the metrics writer, the
+    kinds and their runners, the listeners that follow a job, the caps, where sandboxes run
+    and the organisation file's loader."""
 
     settings: Settings
     db: Database
     runners: Mapping[str, Runner]
+    github: GitHubApp = field(kw_only=True)
+    meter: Telemetry = field(kw_only=True)
     listeners: Listeners = _no_listeners
     queued: Queued = _not_told
     limiter: Limiter | None = None
     workplace: Callable[[], Workplace] | None = None
     kinds: Kinds = field(default_factory=lambda: KINDS)
+    org_config: OrgConfigLoader = field(default_factory=OrgConfigLoader)
 
     def run(self, job_id: int, requeue: Requeue | None = None) -> str:
         """Run job `job_id` once; a job already taken or finished is left alone (idempotent).
@@ -97,7 +104,7 @@ class JobRunner:
             return "skipped (no longer queued)"
         if row.result != waiting:
             audit.record(self.db, audit.LIMIT_WAIT, repo=row.repo, job_id=row.id, detail=waiting)
-            self.queued(row, reason, place)
+            self.queued(self.context(row), reason, place)
         if requeue is not None:
             requeue(retry_after)
         return f"waiting ({reason}, position {place})"
@@ -147,7 +154,14 @@ class JobRunner:
             github_audit.audit_writes(db, repo=job.repo, job_id=job_id),
         ):
             ctx = JobContext(
-                settings=settings, db=db, job=job, cancel=beat.lost, workplaces=self.workplace
+                settings,
+                db,
+                job,
+                self.github,
+                self.meter,
+                cancel=beat.lost,
+                workplaces=self.workplace,
+                org_config=self.org_config,
             )
             ctx.head_sha = job.head_sha
             ctx.listeners = self.listeners(ctx)
@@ -168,9 +182,22 @@ class JobRunner:
             ctx.tell("finished", state, result)
         if state == JobState.WAITING_FOR_AUTHORIZATION and resume_if_authorized(db, job_id):
             log.info("job.requeued", detail="the person authorised meanwhile")
-        _measure(settings, job, state)
+        self._measure(job, state)
         log.info("job.finished", state=state)
         return state
+
+    def context(self, job: Job) -> JobContext:
+        """A context for `job` outside its run (to tell about it or settle it on GitHub)."""
+        return JobContext(
+            self.settings, self.db, job, self.github, self.meter, steps=read_steps(job.steps)
+        )
+
+    def _measure(self, job: Job, state: str) -> None:
+        self.meter.inc("jobs_finished", kind=job.kind, state=state)
+        started = aware(job.started_at)
+        if started is not None:
+            duration = (utcnow() - started).total_seconds()
+            self.meter.observe("job_duration_seconds", duration, kind=job.kind)
 
     def _run_in_time(self, ctx: JobContext) -> tuple[JobState, dict[str, Any]]:
         """Run the kind's runner under the job's own time limit: Celery's time limits do
@@ -205,11 +232,3 @@ class JobRunner:
             return state, result
         finally:
             deadline.cancel()
-
-
-def _measure(settings: Settings, job: Job, state: str) -> None:
-    meter = telemetry(settings.redis_url)
-    meter.inc("jobs_finished", kind=job.kind, state=state)
-    started = aware(job.started_at)
-    if started is not None:
-        meter.observe("job_duration_seconds", (utcnow() - started).total_seconds(), kind=job.kind)

@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy import select, update
 
 from app.core.settings import Settings
+from app.github.clients import GitHubApp
 from app.intake.decide import Ignored
 from app.store.db import Database
 from app.store.models import Delivery, Job, JobState
@@ -132,7 +133,8 @@ def test_a_running_jobs_sandbox_stops_when_the_app_is_uninstalled(world: Any) ->
         ctx.check_cancelled()
         return {}
 
-    jobs = JobRunner(settings, db, {"rebase_pr": runner})
+    github = GitHubApp.for_settings(settings)
+    jobs = JobRunner(settings, db, {"rebase_pr": runner}, github=github, meter=github.meter)
     with db.transaction() as s:
         job = Job(kind="rebase_pr", repo=REPO, installation_id=inst_id, number=1, requested_by="a")
         s.add(job)

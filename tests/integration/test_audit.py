@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from app.core.settings import Settings
 from app.github import audit as github_audit
 from app.github import clients as gh
 from app.policy import governance
@@ -81,17 +80,16 @@ def _installation(double: GitHubDouble) -> int:
 
 
 def _job_like_sequence(
-    settings: Settings, db: Database, double: GitHubDouble, tmp_path: Path
+    github: gh.GitHubApp, db: Database, double: GitHubDouble, tmp_path: Path
 ) -> str:
     """What a job does on GitHub: mint a narrowed token, comment as the bot and edit it,
     answer as the person (through a secondary rate limit), and push with their token."""
-    token = gh.installation_token(
-        settings,
+    token = github.installation_token(
         _installation(double),
         repositories=[REPO],
         permissions=governance.token_permissions("rebase_pr"),
     )
-    repo = gh.installation_client(settings, token).get_repo(REPO)
+    repo = github.installation_client(token).get_repo(REPO)
     issue = repo.get_issue(double.create_issue(REPO, "Bug").number)
     status = issue.create_comment("onloop is on it")
     status.edit("onloop is on it: step 2")
@@ -99,7 +97,7 @@ def _job_like_sequence(
         double.issue_user_token("alice"), datetime.now(UTC) + timedelta(hours=1), login="alice"
     )
     double.secondary_rate_limit(1, retry_after=1, method="POST", path_prefix=f"/repos/{REPO}")
-    as_alice = gh.user_client(settings, user).get_repo(REPO).get_issue(issue.number)
+    as_alice = github.user_client(user).get_repo(REPO).get_issue(issue.number)
     as_alice.create_comment("done, please review")
     work = tmp_path / "clone"
     git(["clone", "--quiet", double.clone_url(REPO), str(work)], token=user)
@@ -126,10 +124,10 @@ def test_every_github_write_of_a_job_is_in_the_audit_log(
     double = github_double
     double.create_repo(REPO, files={"README.md": "hi\n"})
     double.set_permission(REPO, "alice", "write")
-    settings = settings_for(double, tmp_path, database_url=database_url)
+    github = gh.GitHubApp.for_settings(settings_for(double, tmp_path, database_url=database_url))
     with github_audit.audit_writes(db, repo=REPO, job_id=42):
-        secrets = _job_like_sequence(settings, db, double, tmp_path)
-    gh.installation_client(settings, gh.installation_token(settings, _installation(double)))
+        secrets = _job_like_sequence(github, db, double, tmp_path)
+    github.installation_client(github.installation_token(_installation(double)))
 
     writes = [c for c in double.calls(surface="api") if c.method not in ("GET", "HEAD")]
     answered = [c for c in writes if not c.fault]

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from app.github.clients import GitHubApp
 from app.store.db import Database
 from app.store.models import Job
 from tasks.feedback import listeners as feedback
+from tasks.runner.context import JobContext
 from tests.doubles.github.double import GitHubDouble
 from tests.doubles.github.settings import settings_for
 
@@ -35,16 +37,17 @@ def test_a_queued_job_reacts_and_says_where_it_waits(
         params={"comment_id": asked.id},
         steps=[],
     )
-    settings = settings_for(double, tmp_path, database_url=database_url)
+    github = GitHubApp.for_settings(settings_for(double, tmp_path, database_url=database_url))
+    ctx = JobContext(github.settings, db, job, github, github.meter)
     bot = double.app.bot_login
 
-    feedback.queued(settings, db, job, "3 jobs already run in octo/widgets", 2)
+    feedback.queued(ctx, "3 jobs already run in octo/widgets", 2)
     assert [(r.content, r.user) for r in asked.reactions] == [("eyes", bot)]
     (status,) = [c for c in double.comments(REPO, number) if c.user == bot]
     assert "<!-- onloop:job-41-status -->" in status.body and "**Queued**" in status.body
     assert "number 2 in line" in status.body and "`/agent cancel`" in status.body
 
-    feedback.queued(settings, db, job, "3 jobs already run in octo/widgets", 1)
+    feedback.queued(ctx, "3 jobs already run in octo/widgets", 1)
     assert [(r.content, r.user) for r in asked.reactions] == [("eyes", bot)]  # not twice
     (again,) = [c for c in double.comments(REPO, number) if c.user == bot]
     assert again.id == status.id and "number 1 in line" in again.body

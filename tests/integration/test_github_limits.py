@@ -84,20 +84,26 @@ def stub_factory() -> Iterator[Callable[..., Stub]]:
         stub.close()
 
 
-def client_for(api_url: str, installation_id: int = 1, redis_url: str | None = None) -> Any:
+def app_for(api_url: str) -> gh.GitHubApp:
+    """The App at `api_url` as one worker builds it: without Redis, only its own write locks."""
     settings = Settings(
         _env_file=None,  # type: ignore[call-arg]
         github_api_url=api_url,
         app_slug="onloop",
         github_pacing=False,
-        redis_url=redis_url,
     )
+    return gh.GitHubApp.for_settings(settings)
+
+
+def client_for(github: gh.GitHubApp | str, installation_id: int = 1) -> Any:
+    """An installation client of `github` (or of a GitHubApp of its own at that API URL)."""
+    app = app_for(github) if isinstance(github, str) else github
     token = gh.InstallationToken(
         "ghs_stubstubstubstub",
         datetime.now(UTC) + timedelta(hours=1),
         installation_id=installation_id,
     )
-    return gh.installation_client(settings, token)
+    return app.installation_client(token)
 
 
 def test_a_write_through_a_secondary_rate_limit_waits_and_succeeds(
@@ -107,7 +113,8 @@ def test_a_write_through_a_secondary_rate_limit_waits_and_succeeds(
     double.create_repo("octo/hello", files={"README.md": "hi\n"})
     settings = settings_for(double, tmp_path)
     installation = next(i.id for i in double.installations.values() if i.account == "octo")
-    client = gh.installation_client(settings, gh.installation_token(settings, installation))
+    github = gh.GitHubApp.for_settings(settings)
+    client = github.installation_client(github.installation_token(installation))
     issue = client.get_repo("octo/hello").get_issue(double.create_issue("octo/hello", "x").number)
     double.secondary_rate_limit(1, retry_after=1, method="POST", path_prefix="/repos/octo/hello")
     issue.create_comment("after the limit")
@@ -194,9 +201,10 @@ def test_writes_are_serialised_per_installation(stub_factory: Callable[..., Stub
         return 201, {}, {"id": 1}
 
     stub = stub_factory(answer)
+    github = app_for(stub.api_url)  # the worker's one
 
     def post(n: int) -> None:
-        client = client_for(stub.api_url, installation_id=5)  # one client per job
+        client = client_for(github, installation_id=5)  # one client per job
         client.requester.requestJsonAndCheck(
             "POST", "/repos/o/r/issues/1/comments", input={"body": str(n)}
         )
@@ -208,6 +216,34 @@ def test_writes_are_serialised_per_installation(stub_factory: Callable[..., Stub
         thread.join(timeout=60)
     assert len([r for r in stub.requests if r[0] == "POST"]) == 6
     assert in_flight["peak"] == 1
+
+
+def test_two_github_apps_share_no_write_lock(stub_factory: Callable[..., Stub]) -> None:
+    """Nothing process-wide is left: a GitHubApp's writes wait only for its own serializer's
+    locks (and Redis, when configured), never for another GitHubApp's in the same process."""
+    stub = stub_factory(lambda method, path, headers: (201, {}, {"id": 1}))
+    first, second = app_for(stub.api_url), app_for(stub.api_url)
+
+    def post(github: gh.GitHubApp) -> threading.Thread:
+        client = client_for(github, installation_id=5)
+        thread = threading.Thread(
+            target=client.requester.requestJsonAndCheck,
+            args=("POST", "/repos/o/r/issues/1/comments"),
+            kwargs={"input": {"body": "hi"}},
+        )
+        thread.start()
+        return thread
+
+    with first.serializer.hold("installation:5"):
+        other = post(second)
+        other.join(10)
+        assert not other.is_alive()  # the other App's write went through meanwhile
+        own = post(first)
+        own.join(0.5)
+        assert own.is_alive()  # its own write waits for the lock
+        assert len(stub.requests) == 1
+    own.join(10)
+    assert not own.is_alive() and len(stub.requests) == 2
 
 
 def test_the_write_lock_holds_across_processes_through_redis(tmp_path: Path) -> None:

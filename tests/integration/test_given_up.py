@@ -14,6 +14,7 @@ from sqlalchemy import select, update
 from structlog.testing import capture_logs
 
 from app.core.settings import Settings
+from app.github.clients import GitHubApp
 from app.store.db import Database
 from app.store.models import Job, JobState, utcnow
 from tasks.feedback import listeners as feedback
@@ -21,6 +22,7 @@ from tasks.queue.dispatch import Dispatcher, settle_given_up
 from tasks.runner.context import JobContext
 from tasks.runner.lease import GIVEN_UP, claim, requeue_abandoned
 from tasks.runner.steps import read_steps
+from tasks.worker import Worker
 from tests.doubles.github.double import GitHubDouble
 from tests.doubles.github.settings import settings_for
 from tests.doubles.redis_server import RedisServer
@@ -79,7 +81,8 @@ def worker_dies_in_the_sandbox(settings: Settings, db: Database, job_id: int, at
         assert job is not None
         s.expunge(job)
     plan = ["policy", "authorization", "sandbox"]
-    ctx = JobContext(settings, db, job, steps=read_steps(steps), plan=plan)
+    github = GitHubApp.for_settings(settings)  # that worker's own
+    ctx = JobContext(settings, db, job, github, github.meter, steps=read_steps(steps), plan=plan)
     for listener in feedback.listeners_for(ctx):
         listener.steps_changed(ctx)  # then the OOM killer: no `finished`
     with db.transaction() as s:  # its lease runs out
@@ -114,7 +117,8 @@ def test_a_given_up_job_says_so_in_its_status_comment_and_check_run(
     assert run.status == "in_progress"  # the same run, taken up again by each attempt
 
     celery = Celery("test", broker=broker.url, set_as_current=False)
-    dispatcher = Dispatcher(db, celery, settings=settings)
+    context = Worker(settings, db=db).jobs.context  # as the worker wires its dispatcher
+    dispatcher = Dispatcher(db, celery, context)
     with capture_logs() as logged:
         dispatcher.step()  # the dispatcher gives up on the job and tells GitHub
 
@@ -137,8 +141,8 @@ def test_a_given_up_job_says_so_in_its_status_comment_and_check_run(
     # idempotent: later sweeps, of this dispatcher or another, touch GitHub no more
     before = len(double.calls(method="PATCH"))
     dispatcher.step()
-    Dispatcher(db, celery, settings=settings).step()
-    assert settle_given_up(settings, db, "another-worker", hold=timedelta(0)) == []
+    Dispatcher(db, celery, Worker(settings, db=db).jobs.context).step()
+    assert settle_given_up(context, db, "another-worker", hold=timedelta(0)) == []
     assert len(double.calls(method="PATCH")) == before
     assert len(bot_comments(double, number)) == 1
     assert len(double.checks.for_commit(REPO, head)) == 1
@@ -157,8 +161,9 @@ def test_feedback_that_github_refused_is_settled_by_a_later_sweep(
         assert s.scalar(select(Job.lease_owner).where(Job.id == job.id)) == GIVEN_UP
 
     double.fail_next(status=422, method="PATCH", path_prefix=f"/repos/{REPO}/check-runs/")
-    assert settle_given_up(settings, db, "first", hold=timedelta(minutes=5)) == []
-    assert settle_given_up(settings, db, "second") == []  # the first one's claim still holds
+    context = Worker(settings, db=db).jobs.context
+    assert settle_given_up(context, db, "first", hold=timedelta(minutes=5)) == []
+    assert settle_given_up(context, db, "second") == []  # the first one's claim still holds
     (run,) = double.checks.for_commit(REPO, head)
     assert run.status == "in_progress"
 
@@ -168,7 +173,7 @@ def test_feedback_that_github_refused_is_settled_by_a_later_sweep(
             .where(Job.id == job.id)
             .values(lease_expires_at=utcnow() - timedelta(seconds=1))
         )
-    assert settle_given_up(settings, db, "second") == [job.id]
+    assert settle_given_up(context, db, "second") == [job.id]
     (run,) = double.checks.for_commit(REPO, head)
     assert (run.status, run.conclusion) == ("completed", "failure")
     (status,) = bot_comments(double, number)  # edited twice, never posted again

@@ -207,14 +207,14 @@ def test_installation_tokens_are_narrowed_to_the_repo_and_the_kind(
     double = github_double
     double.create_repo(REPO, files={"README.md": "hi\n"})
     double.create_repo("octo/other", files={"README.md": "other\n"})
-    settings = settings_for(double, tmp_path)
+    github = gh.GitHubApp.for_settings(settings_for(double, tmp_path))
     installation = next(i.id for i in double.installations.values() if i.account == "octo")
-    token = gh.installation_token(
-        settings, installation, repositories=[REPO], permissions=governance.token_permissions(kind)
+    token = github.installation_token(
+        installation, repositories=[REPO], permissions=governance.token_permissions(kind)
     )
     assert dict(token.permissions) == governance.token_permissions(kind)
     assert "contents" not in token.permissions or token.permissions["contents"] == "read"
-    client = gh.installation_client(settings, token)
+    client = github.installation_client(token)
     repo = client.get_repo(REPO)
     repo.get_issue(double.create_issue(REPO, "x").number).create_comment("onloop here")
     with pytest.raises(GithubException):

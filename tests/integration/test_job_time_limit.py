@@ -9,6 +9,7 @@ import pytest
 from sqlalchemy import select
 
 from app.core.settings import Settings
+from app.github.clients import GitHubApp
 from app.store.db import Database
 from app.store.models import Job, JobState
 from tasks.runner.context import JobContext
@@ -41,7 +42,9 @@ def test_a_job_past_its_time_limit_is_stopped_and_fails_saying_so(
         return {}
 
     job_id = _queued(db)
-    assert JobRunner(short, db, {"rebase_pr": runner}).run(job_id) == JobState.FAILED
+    github = GitHubApp.for_settings(short)
+    jobs = JobRunner(short, db, {"rebase_pr": runner}, github=github, meter=github.meter)
+    assert jobs.run(job_id) == JobState.FAILED
     assert stopped.is_set()
     with db.read() as s:
         job = s.scalar(select(Job).where(Job.id == job_id))
@@ -51,7 +54,10 @@ def test_a_job_past_its_time_limit_is_stopped_and_fails_saying_so(
 
 def test_a_job_within_its_time_limit_is_not_touched(settings: Settings, db: Database) -> None:
     job_id = _queued(db)
-    runner = JobRunner(settings, db, {"rebase_pr": lambda ctx: {"ok": True}})
+    github = GitHubApp.for_settings(settings)
+    runner = JobRunner(
+        settings, db, {"rebase_pr": lambda ctx: {"ok": True}}, github=github, meter=github.meter
+    )
     assert runner.run(job_id) == JobState.SUCCEEDED
     with db.read() as s:
         job = s.get(Job, job_id)

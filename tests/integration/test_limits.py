@@ -15,6 +15,7 @@ import redis
 from sqlalchemy import select
 
 from app.core.settings import Settings
+from app.github.clients import GitHubApp
 from app.store.db import Database
 from app.store.models import Job, JobState
 from tasks.runner.lease import claim, finish
@@ -261,7 +262,10 @@ def test_run_job_adopts_a_dead_attempts_slot(
         assert not lim.slots.renew(dead.member, REPO, 1)  # adopted once claimed
         return {}
 
-    jobs = JobRunner(settings, db, {"rebase_pr": runner}, limiter=lim)
+    github = GitHubApp.for_settings(settings)
+    jobs = JobRunner(
+        settings, db, {"rebase_pr": runner}, github=github, meter=github.meter, limiter=lim
+    )
     assert jobs.run(job_id) == JobState.SUCCEEDED
     assert seen == [(1, 1)]
     assert lim.slots.running(REPO, 1) == (0, 0)  # nothing of the job lingers after it
@@ -286,7 +290,8 @@ def test_a_duplicate_held_back_after_another_attempt_took_the_job_stays_quiet(
 
     base = limiter(conn, max_jobs_per_repo=1)
     lim = TakenMeanwhile(base.slots, base.bucket)
-    jobs = JobRunner(settings, db, {}, limiter=lim)
+    github = GitHubApp.for_settings(settings)
+    jobs = JobRunner(settings, db, {}, github=github, meter=github.meter, limiter=lim)
     held = base.admit(other, REPO, 1)  # the repository's one slot is taken
     requeued: list[float] = []
     try:

@@ -92,8 +92,10 @@ def test_every_line_of_a_job_carries_the_job(settings: Settings, db: Database) -
         return {"ok": True}
 
     job_id = _queued(db)
+    github = gh.GitHubApp.for_settings(settings)
+    jobs = JobRunner(settings, db, {"rebase_pr": runner}, github=github, meter=github.meter)
     with captured() as out:
-        assert JobRunner(settings, db, {"rebase_pr": runner}).run(job_id) == JobState.SUCCEEDED
+        assert jobs.run(job_id) == JobState.SUCCEEDED
         during = out.take()
         stdlib.info("after the job")
         structured.info("test.after_the_job")
@@ -129,8 +131,10 @@ def test_the_job_s_cancel_watch_logs_with_the_job(settings: Settings, db: Databa
         return {}
 
     job_id = _queued(db)
+    github = gh.GitHubApp.for_settings(short)
+    jobs = JobRunner(short, db, {"rebase_pr": runner}, github=github, meter=github.meter)
     with captured() as out:
-        assert JobRunner(short, db, {"rebase_pr": runner}).run(job_id) == JobState.FAILED
+        assert jobs.run(job_id) == JobState.FAILED
         records = out.take()
     (watch,) = [r for r in records if "no longer wanted" in r["event"]]
     assert watch["job_id"] == job_id and watch["repo"] == REPO and watch["kind"] == "rebase_pr"
@@ -216,8 +220,9 @@ def test_tokens_are_redacted_even_from_pygithub_debug_lines(
     with captured(level="DEBUG") as out:
         assert logging.getLogger("github").level == logging.INFO  # the floor
         logging.getLogger("github").setLevel(logging.DEBUG)
-        token = gh.installation_token(settings, installation)
-        gh.installation_client(settings, token).get_repo("octo/hello")
+        github = gh.GitHubApp.for_settings(settings)
+        token = github.installation_token(installation)
+        github.installation_client(token).get_repo("octo/hello")
         text = out.getvalue()
         out.records()  # still JSON lines
     assert "access_tokens" in text and "[redacted]" in text

@@ -7,6 +7,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from app.github.clients import GitHubApp
 from app.store.db import Database
 from app.store.models import Delivery
 from tasks.queue.redeliver import redeliver_missed
@@ -36,7 +37,7 @@ def test_only_missed_unrecorded_deliveries_are_redelivered(
         s.add(Delivery(guid="recorded", event="issues", outcome="fix_issue"))
 
     since = datetime.now(UTC) - timedelta(hours=24)
-    asked = redeliver_missed(settings, db, since)
+    asked = redeliver_missed(GitHubApp.for_settings(settings), db, since)
 
     assert sorted(asked) == ["missed", "timed-out"]
     by_id = {d.id: d.guid for d in github_double.deliveries}

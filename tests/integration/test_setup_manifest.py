@@ -15,7 +15,7 @@ from flask import Flask
 
 from app.core.settings import Settings
 from app.github import manifest
-from app.github.clients import app_slug
+from app.github.clients import GitHubApp
 from app.web import create_app
 from app.web.setup import SetupOptions, setup_state
 from tests.doubles.github.double import GitHubDouble
@@ -137,7 +137,7 @@ def test_callback_converts_the_code_and_writes_env_and_a_0600_key(
     # The written settings work: the key signs an App JWT that GitHub accepts for this App.
     written = Settings(_env_file=env_file, github_api_url=github_double.api_url)  # type: ignore[call-arg]
     with acting_as(github_double, made):
-        assert app_slug(written) == made.app.slug
+        assert GitHubApp.for_settings(written).app_slug() == made.app.slug
     # The code went to GitHub once, without credentials; no value shows anywhere.
     (conversion,) = github_double.calls("POST", "/app-manifests/")
     assert conversion.status == 201 and "authorization" not in conversion.headers

@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 
 from app.core.settings import Settings
-from app.policy.org_config import effective_config, effective_for, load_org_config, parse_org_config
+from app.policy.org_config import (
+    OrgConfigLoader,
+    effective_config,
+    effective_for,
+    load_org_config,
+    parse_org_config,
+)
 from app.policy.repo_config import ConfigError, RepoConfig, parse_repo_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -109,13 +115,28 @@ def test_org_file_is_loaded_from_settings_and_reloaded_when_it_changes(tmp_path:
     path = tmp_path / "onloop.yml"
     path.write_text(ORG)
     settings = Settings(_env_file=None, config_file=path)  # type: ignore[call-arg]
-    assert load_org_config(settings).trigger_permission == "maintain"
+    loader = OrgConfigLoader()  # a worker's
+    first = loader.load(settings)
+    assert first.trigger_permission == "maintain" and loader.load(settings) is first  # kept
+    assert load_org_config(settings) == first and load_org_config(settings) is not first
     assert effective_for(settings, repo("commands: [review]")).commands == []
+    assert loader.effective(settings, repo("commands: [review]")).commands == []
     before = path.stat().st_mtime_ns
     path.write_text("trigger_permission: admin\n# changed\n")
     os.utime(path, ns=(before + 10**9, before + 10**9))
+    assert loader.load(settings).trigger_permission == "admin"
     assert load_org_config(settings).trigger_permission == "admin"
+    assert OrgConfigLoader().load(Settings(_env_file=None)) == RepoConfig()  # type: ignore[call-arg]
     assert load_org_config(Settings(_env_file=None)) == RepoConfig()  # type: ignore[call-arg]
+
+
+def test_two_loaders_keep_nothing_in_common(tmp_path: Path) -> None:
+    """No process-wide cache: a loader that never read the file reads it now."""
+    path = tmp_path / "onloop.yml"
+    path.write_text(ORG)
+    settings = Settings(_env_file=None, config_file=path)  # type: ignore[call-arg]
+    first, second = OrgConfigLoader(), OrgConfigLoader()
+    assert first.load(settings) is not second.load(settings)
 
 
 def test_a_bad_org_file_names_the_file_and_the_line(tmp_path: Path) -> None:
