@@ -280,9 +280,11 @@ def queued(ctx: JobContext, reason: str, position: int | None) -> None:
         log.warning("could not tell that job %s is queued", job.id, exc_info=True)
 
 
-def settle(ctx: JobContext, state: str, result: dict[str, Any]) -> None:
+def settle(ctx: JobContext, state: str, result: dict[str, Any], *, strict: bool = False) -> None:
     """Bring a job's status comment and check run, if it has them, to `state` from outside
-    the job (e.g. `/agent cancel` of a job that waits for authorisation)."""
+    the job (e.g. `/agent cancel` of a job that waits for authorisation, or a job given up
+    after its workers died). A failed GitHub call is logged; with `strict` it raises
+    instead, so that the caller tries again later."""
     if ctx.job.installation_id is None:
         return
     access = Access(ctx)
@@ -291,5 +293,9 @@ def settle(ctx: JobContext, state: str, result: dict[str, Any]) -> None:
     for listener in (status, CheckRunListener(ctx, access, status, attach=True)):
         try:
             listener.finished(ctx, state, result)
+            if strict and listener is status and status.throttle.sent is None:
+                raise RuntimeError("could not edit the status comment")  # the throttle logs
         except Exception:
+            if strict:
+                raise
             log.warning("could not settle job %s's progress", ctx.job.id, exc_info=True)

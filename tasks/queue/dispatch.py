@@ -84,7 +84,8 @@ def settle_given_up(
             log.error("job.given_up_untold", detail="gave up telling GitHub", **about)
             continue
         try:
-            _settle(context(job))
+            job_ctx = context(job)
+            feedback.settle(job_ctx, JobState.FAILED, dict(job.result or {}), strict=True)
         except Exception as exc:
             log.warning(
                 "job.given_up_settle_failed",
@@ -104,21 +105,6 @@ def settle_given_up(
                 **about,
             )
     return settled
-
-
-def _settle(ctx: JobContext) -> None:
-    """feedback.settle, but a failed GitHub call raises (so the job is tried again)."""
-    job = ctx.job
-    if job.installation_id is None:
-        return
-    access = feedback.Access(ctx)
-    status = feedback.StatusComment(ctx, access, attach=True)
-    status.started = True
-    status.finished(ctx, JobState.FAILED, dict(job.result or {}))
-    if status.throttle.sent is None:  # the throttle logs a failed edit and goes on
-        raise RuntimeError("could not edit the status comment")
-    run = feedback.CheckRunListener(ctx, access, status, attach=True)
-    run.finished(ctx, JobState.FAILED, dict(job.result or {}))
 
 
 class Dispatcher:
