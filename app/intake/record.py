@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import cache, partial
+from functools import lru_cache, partial
 from typing import Any, Protocol
 
 from app.core.kinds import KINDS, Kinds, sandboxed
@@ -87,7 +87,7 @@ class IntakeResult:
     cancelled: list[int] = field(default_factory=list)
 
 
-@cache
+@lru_cache(maxsize=1024)  # a pure parse of the text: bounded, it can never be stale
 def _parsed_config(text: str | None, default_label: str) -> RepoConfig:
     """What `decide` sees. For an invalid file, the built-in defaults: not so that work runs
     under them (a worker refuses every job of a repository whose file is invalid, and says

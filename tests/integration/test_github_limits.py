@@ -18,7 +18,8 @@ from github import RateLimitExceededException
 
 from app.core.settings import Settings
 from app.github import clients as gh
-from app.github.transport import ETagCache, WriteSerializer, conditional_contents, conditional_get
+from app.github.conditional import ETagCache, conditional_contents, conditional_get
+from app.github.transport import WriteSerializer
 from tests.doubles.github import GitHubDouble
 from tests.doubles.github.settings import settings_for
 from tests.doubles.redis_server import RedisServer
@@ -179,7 +180,7 @@ def test_repeated_reads_are_conditional(stub_factory: Callable[..., Stub]) -> No
     changed = conditional_get(client, path, {"ref": "main"}, cache=cache)
     assert changed != first and cache.hits == 1
     made = client.get_user()  # any object the client made will do (no request yet)
-    assert conditional_contents(made, "o/r", ".github/onloop.yml", "main") == (
+    assert conditional_contents(made, "o/r", ".github/onloop.yml", "main", cache) == (
         "commands: [rebase]\n",
         "v2",
     )
