@@ -29,6 +29,9 @@ from tasks.queue.redeliver import redeliver_missed
 @click.group()
 def main() -> None:
     """onloop: background coding agents for a GitHub organisation."""
+    # Every command logs through the one pipeline (token redaction, the INFO floor for
+    # PyGithub and urllib3); web, worker and dev set it again from their settings.
+    configure_logging()
 
 
 @main.command()

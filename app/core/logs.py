@@ -11,8 +11,10 @@ import structlog
 from structlog.types import EventDict, Processor
 
 # GitHub tokens (installation, user, OAuth, refresh, fine-grained) and JWTs: never in a line.
+# No word boundary in front: in a rendered line a token may follow an escaped newline (`\n`)
+# or a colour code, and the prefixes are distinctive enough on their own.
 TOKEN_PATTERN = re.compile(
-    r"\b(?:gh[pousr]_[A-Za-z0-9_]{8,}|github_pat_[A-Za-z0-9_]{8,}"
+    r"(?:gh[pousr]_[A-Za-z0-9_]{8,}|github_pat_[A-Za-z0-9_]{8,}"
     r"|eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*)"
 )
 REDACTED = "[redacted]"
@@ -23,6 +25,22 @@ NOISY = ("github", "urllib3", "requests")
 
 class OnloopHandler(logging.StreamHandler[TextIO]):
     """The root logger's one handler; configure_logging replaces it, never adds a second."""
+
+
+def _scrub(value: Any) -> Any:
+    if isinstance(value, str):
+        return TOKEN_PATTERN.sub(REDACTED, value)
+    if isinstance(value, dict):
+        return {_scrub(k): _scrub(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_scrub(v) for v in value]
+    return value
+
+
+def redact_values(logger: Any, method: str, event: EventDict) -> EventDict:
+    """Before rendering: every string a record carries (its message, bound values, the
+    formatted traceback) with tokens replaced, before any escaping could hide one."""
+    return {key: _scrub(value) for key, value in event.items()}
 
 
 def redact(logger: Any, method: str, line: str | bytes | EventDict) -> str:
@@ -45,17 +63,25 @@ def _shared() -> list[Processor]:
 
 def formatter(json: bool, colors: bool = False) -> structlog.stdlib.ProcessorFormatter:
     """The formatter of onloop's handler: JSON lines (tracebacks inside the line) or console."""
+    # Tracebacks are formatted as plain text before rendering, in both modes, so they are
+    # redacted like the rest; the console's pretty (rich) tracebacks would print the
+    # frames' local variables: secrets among them.
     renderer: Processor = (
         structlog.processors.JSONRenderer()
         if json
-        else structlog.dev.ConsoleRenderer(colors=colors)
+        else structlog.dev.ConsoleRenderer(
+            colors=colors, exception_formatter=structlog.dev.plain_traceback
+        )
     )
-    tail: list[Processor] = [structlog.stdlib.ProcessorFormatter.remove_processors_meta]
-    if json:  # the console renderer formats exceptions itself
-        tail.append(structlog.processors.format_exc_info)
     return structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=_shared(),
-        processors=[*tail, renderer, redact],
+        processors=[
+            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+            structlog.processors.format_exc_info,
+            redact_values,
+            renderer,
+            redact,
+        ],
     )
 
 

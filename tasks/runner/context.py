@@ -156,7 +156,7 @@ class JobContext:
             try:
                 getattr(listener, event)(self, *args)
             except Exception:
-                log.warning("job listener failed", exc_info=True, extra={"event": event})
+                log.warning("job listener failed on %s", event, exc_info=True)
 
     @contextmanager
     def step(self, name: str, kind: StepKind = StepKind.DETERMINISTIC) -> Iterator[StepRecord]:

@@ -242,3 +242,46 @@ def test_gunicorn_lines_go_through_the_same_handler(settings: Settings) -> None:
         ("gunicorn.access", "127.0.0.1 GET /readyz 200"),
     ]
     assert glog.error_log.handlers == [] and glog.access_log.handlers == []
+
+
+FAKE = "ghs_" + "A1b2C3d4" * 5  # the shape of an installation token
+
+
+class _Colours(io.StringIO):
+    """A stream that says it is a terminal, so the console renderer colours its values."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_token_after_a_newline_or_in_a_traceback_is_redacted() -> None:
+    """JSON escapes a newline as `\\n`: a token right after one has a letter in front of it
+    in the rendered line, which a word boundary would not see."""
+    with captured() as out:
+        get_logger("onloop.test").info("event", value=f"line one\n{FAKE}")
+        logging.getLogger("onloop.test").warning("body:\n%s", FAKE)
+        try:
+            raise RuntimeError(f"refused\n{FAKE}")
+        except RuntimeError:
+            logging.getLogger("onloop.test").exception("failed")
+        text = out.getvalue()
+        assert len(out.records()) == 3
+    assert FAKE not in text and text.count("[redacted]") >= 3
+
+
+def test_console_lines_redact_tokens_and_print_no_local_variables() -> None:
+    stream = _Colours()
+    handler = configure_logging("INFO", json=False, stream=stream)
+    try:
+        api_key = "sk-live-" + uuid.uuid4().hex  # a secret no token pattern knows
+        try:
+            raise ValueError(f"the agent said no ({api_key[:7]})")
+        except ValueError:
+            get_logger("onloop.test").exception("agent failed", token_text=FAKE)
+        text = stream.getvalue()
+    finally:
+        logging.getLogger().removeHandler(handler)
+    assert "\x1b[" in text  # coloured, as on a terminal
+    assert FAKE not in text and "[redacted]" in text
+    assert "agent failed" in text and "ValueError" in text
+    assert api_key not in text  # no frame's locals in the traceback
