@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypedDict, cast
 
-from app.core.kinds import KINDS
+from app.core.kinds import KINDS, Kinds
 
 
 class CommandParams(TypedDict, total=False):
@@ -44,13 +44,13 @@ class Command:
     comment_id: int | None = None
     params: CommandParams = field(default_factory=CommandParams)
 
-    def live_key(self, number: int | None) -> str:
+    def live_key(self, number: int | None, kinds: Kinds = KINDS) -> str:
         """Identity of a live job: one per (kind, repo, number, head sha).
 
         Comment replies are keyed on the comment, so each question gets its own answer.
         """
         tail = self.head_sha or ""
-        spec = KINDS.get(self.kind)
+        spec = kinds.get(self.kind)
         if spec is not None and not spec.sandboxed:
             tail = f"comment-{self.comment_id}"
         return f"{self.kind}:{self.repo}:{number if number is not None else '-'}:{tail}"

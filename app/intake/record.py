@@ -169,7 +169,7 @@ def _apply(
         return IntakeResult(202, "authorization revoked")
     result = IntakeResult(202, decision.kind)
     for number in decision.numbers or (None,):
-        job_id, created = _enqueue(sql, cur, decision, number, delivery_row_id)
+        job_id, created = _enqueue(sql, cur, decision, number, delivery_row_id, kinds)
         result.job_ids.append(job_id)
         if not created:
             result.joined.append(job_id)
@@ -177,10 +177,15 @@ def _apply(
 
 
 def _enqueue(
-    sql: Sql, cur: Cursor, command: Command, number: int | None, delivery_row_id: int
+    sql: Sql,
+    cur: Cursor,
+    command: Command,
+    number: int | None,
+    delivery_row_id: int,
+    kinds: Kinds,
 ) -> tuple[int, bool]:
     """Create the job (and its outbox row) unless a live one exists; returns (id, created)."""
-    key = command.live_key(number)
+    key = command.live_key(number, kinds)
     now = sql.ts(utcnow())
     values = (
         command.kind,

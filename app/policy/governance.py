@@ -195,9 +195,10 @@ def check(
     *,
     installation_id: int | None,
     job_id: int | None = None,
+    kinds: Kinds = KINDS,
 ) -> Verdict:
     """`verdict()` with the kill switch read from the database, recorded in the audit log."""
-    result = verdict(req, config, is_paused(db, req.repo, installation_id))
+    result = verdict(req, config, is_paused(db, req.repo, installation_id), kinds)
     audit.record(
         db,
         audit.POLICY,

@@ -8,7 +8,7 @@ from typing import Any
 from github.Repository import Repository
 from sqlalchemy import select, update
 
-from app.core.kinds import SANDBOXED, command_of
+from app.core.kinds import command_of, sandboxed
 from app.github.comments import upsert_comment
 from app.intake.commands import CommandParams
 from app.policy.repo_config import ALLOWED_COMMANDS
@@ -81,7 +81,9 @@ def run_help(ctx: JobContext) -> dict[str, Any]:
 def _pr_jobs(ctx: JobContext, live_only: bool) -> list[Job]:
     with ctx.db.read() as s:
         query = select(Job).where(
-            Job.repo == ctx.job.repo, Job.number == ctx.job.number, Job.kind.in_(SANDBOXED)
+            Job.repo == ctx.job.repo,
+            Job.number == ctx.job.number,
+            Job.kind.in_(sandboxed(ctx.kinds)),
         )
         if live_only:
             query = query.where(Job.state.in_(LIVE_STATES))

@@ -30,7 +30,7 @@ def installation_repo(ctx: JobContext) -> tuple[gh.InstallationToken, Repository
     token = ctx.github.installation_token(
         ctx.job.installation_id,
         repositories=[ctx.job.repo.split("/", 1)[1]],
-        permissions=governance.token_permissions(ctx.job.kind),
+        permissions=governance.token_permissions(ctx.job.kind, ctx.kinds),
     )
     return token, ctx.github.installation_client(token).get_repo(ctx.job.repo)
 
@@ -116,6 +116,7 @@ def check_policy(
         loaded.config,
         installation_id=ctx.job.installation_id,
         job_id=ctx.job.id,
+        kinds=ctx.kinds,
     )
     if not verdict.allowed:
         if not (automatic and verdict.rule in QUIET_RULES):

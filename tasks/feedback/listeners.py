@@ -16,7 +16,7 @@ from github.Repository import Repository
 from sqlalchemy import select
 
 import app.github.clients as gh
-from app.core.kinds import SANDBOXED
+from app.core.kinds import sandboxed
 from app.github.comments import family, marker
 from app.store.models import Job, JobState
 from tasks.feedback import progress
@@ -255,7 +255,7 @@ def listeners_for(ctx: JobContext) -> list[JobListener]:
         acknowledge(ctx, access)
     except Exception:
         log.warning("could not react to the command's comment", exc_info=True)
-    if ctx.job.kind not in SANDBOXED:
+    if ctx.job.kind not in sandboxed(ctx.kinds):
         return []
     status = StatusComment(ctx, access)
     listeners: list[JobListener] = [status, CheckRunListener(ctx, access, status)]
@@ -272,7 +272,7 @@ def queued(ctx: JobContext, reason: str, position: int | None) -> None:
     access = Access(ctx)
     try:
         acknowledge(ctx, access)
-        if job.kind in SANDBOXED and job.number is not None:
+        if job.kind in sandboxed(ctx.kinds) and job.number is not None:
             status = StatusComment(ctx, access)
             status.started = True
             status.throttle.close(progress.queued_text(job, reason, position))

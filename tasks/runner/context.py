@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from sqlalchemy import select
 
+from app.core.kinds import KINDS, Kinds
 from app.core.settings import Settings
 from app.core.telemetry import Telemetry
 from app.github.clients import GitHubApp
@@ -71,6 +72,7 @@ class JobContext:
     workplaces: Callable[[], Workplace] | None = None
     # The organisation file, parsed again only when it changes (the worker's one loader).
     org_config: OrgConfigLoader = field(default_factory=OrgConfigLoader)
+    kinds: Kinds = field(default_factory=lambda: KINDS)  # the worker's table of job kinds
 
     @property
     def workplace(self) -> Workplace:

@@ -39,14 +39,6 @@ Listeners = Callable[[JobContext], list[JobListener]]
 Queued = Callable[[JobContext, str, int | None], None]
 
 
-def _no_listeners(ctx: JobContext) -> list[JobListener]:
-    return []
-
-
-def _not_told(ctx: JobContext, reason: str, place: int | None) -> None:
-    return None
-
-
 @dataclass
 class JobRunner:
     """Runs jobs by id with what the worker built once: GitHub and the metrics writer, the
@@ -56,12 +48,14 @@ class JobRunner:
     settings: Settings
     db: Database
     runners: Mapping[str, Runner]
+    # All of these are the worker's, and required: a runner built without one of them
+    # would silently tell nobody, cap nothing or have no sandboxes.
     github: GitHubApp = field(kw_only=True)
     meter: Telemetry = field(kw_only=True)
-    listeners: Listeners = _no_listeners
-    queued: Queued = _not_told
-    limiter: Limiter | None = None
-    workplace: Callable[[], Workplace] | None = None
+    listeners: Listeners = field(kw_only=True)
+    queued: Queued = field(kw_only=True)
+    limiter: Limiter | None = field(kw_only=True)
+    workplace: Callable[[], Workplace] | None = field(kw_only=True)
     kinds: Kinds = field(default_factory=lambda: KINDS)
     org_config: OrgConfigLoader = field(default_factory=OrgConfigLoader)
 
@@ -162,6 +156,7 @@ class JobRunner:
                 cancel=beat.lost,
                 workplaces=self.workplace,
                 org_config=self.org_config,
+                kinds=self.kinds,
             )
             ctx.head_sha = job.head_sha
             ctx.listeners = self.listeners(ctx)
@@ -189,7 +184,14 @@ class JobRunner:
     def context(self, job: Job) -> JobContext:
         """A context for `job` outside its run (to tell about it or settle it on GitHub)."""
         return JobContext(
-            self.settings, self.db, job, self.github, self.meter, steps=read_steps(job.steps)
+            self.settings,
+            self.db,
+            job,
+            self.github,
+            self.meter,
+            steps=read_steps(job.steps),
+            org_config=self.org_config,
+            kinds=self.kinds,
         )
 
     def _measure(self, job: Job, state: str) -> None:

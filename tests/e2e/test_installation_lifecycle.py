@@ -13,16 +13,15 @@ import pytest
 from sqlalchemy import select, update
 
 from app.core.settings import Settings
-from app.github.clients import GitHubApp
 from app.intake.decide import Ignored
 from app.store.db import Database
 from app.store.models import Delivery, Job, JobState
 from app.web import create_app
 from tasks.runner.context import JobContext
-from tasks.runner.run import JobRunner
 from tasks.worker import Worker
 from tests.doubles.github.double import GitHubDouble
 from tests.doubles.github.settings import settings_for
+from tests.doubles.jobs import quiet_runner
 from tests.doubles.payloads import pr_comment
 from tests.doubles.webhooks import deliver, load_fixture
 from tests.doubles.worker_proc import wait_until
@@ -133,8 +132,7 @@ def test_a_running_jobs_sandbox_stops_when_the_app_is_uninstalled(world: Any) ->
         ctx.check_cancelled()
         return {}
 
-    github = GitHubApp.for_settings(settings)
-    jobs = JobRunner(settings, db, {"rebase_pr": runner}, github=github, meter=github.meter)
+    jobs = quiet_runner(settings, db, {"rebase_pr": runner})
     with db.transaction() as s:
         job = Job(kind="rebase_pr", repo=REPO, installation_id=inst_id, number=1, requested_by="a")
         s.add(job)

@@ -12,6 +12,7 @@ from app.core.settings import Settings
 from app.store.db import Database
 from app.store.models import Job, JobState
 from app.web import create_app
+from tasks.blueprints.replies import reply, repository
 from tasks.runner.context import JobContext
 from tasks.worker import RUNNERS, Worker
 from tests.doubles.github.double import GitHubDouble
@@ -32,12 +33,17 @@ def test_a_kind_added_through_the_two_tables_is_routed_and_run(
 ) -> None:
     github_double.create_repo(REPO, files={"README.md": "hi\n"})
     github_double.install(REPO)
+    github_double.create_issue(REPO, "A thread to answer on")  # #1: a PR is an issue too
     settings: Settings = settings_for(github_double, tmp_path, database_url=database_url)
     seen: list[str] = []
 
     def run_shout(ctx: JobContext) -> dict[str, Any]:
         seen.append(ctx.job.kind)
-        return {"shouted": str(ctx.params.get("args", "")).upper()}
+        loud = str(ctx.params.get("args", "")).upper()
+        # With the installation token its row's permissions mint (issues: write, as for
+        # every kind by default), as any reply does.
+        reply(ctx, repository(ctx), f"{loud}!")
+        return {"shouted": loud}
 
     kinds = {**KINDS, "shout": KindSpec("shout", verb="shout", sandboxed=False)}
     runners = {**RUNNERS, "shout": run_shout}
@@ -56,6 +62,10 @@ def test_a_kind_added_through_the_two_tables_is_routed_and_run(
     assert response.get_json()["outcome"] == "shout"
     (job_id,) = response.get_json()["jobs"]
 
+    # Not sandboxed in its row: each comment asking for it is a job of its own, as for help.
+    again = deliver(client, "issue_comment", comment())
+    assert again.get_json()["outcome"] == "shout" and again.get_json()["jobs"] != [job_id]
+
     worker = Worker(settings, db=db, runners=runners, listeners=lambda ctx: [], kinds=kinds)
     assert worker.jobs.run(job_id) == JobState.SUCCEEDED
     assert seen == ["shout"]
@@ -63,3 +73,5 @@ def test_a_kind_added_through_the_two_tables_is_routed_and_run(
         job = s.scalar(select(Job).where(Job.id == job_id))
     assert job is not None and job.kind == "shout"
     assert job.result == {"shouted": "HELLO THERE"}
+    bodies = [c.body for c in github_double.comments(REPO, 1)]
+    assert any("HELLO THERE!" in body for body in bodies)

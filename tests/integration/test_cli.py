@@ -12,7 +12,10 @@ from pathlib import Path
 
 import pytest
 import requests
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 
+from app.cli.server import CONFIG_FILE
 from tests.doubles.redis_server import free_port
 from tests.doubles.webhooks import FIXTURES, SECRET
 
@@ -130,7 +133,6 @@ def test_unknown_log_level_is_a_settings_error(tmp_path: Path) -> None:
 def test_gunicorn_settings_come_from_env_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from app.cli.server import CONFIG_FILE
 
     for name in [n for n in os.environ if n.startswith("ONLOOP_")]:
         monkeypatch.delenv(name)
@@ -145,8 +147,6 @@ def test_gunicorn_settings_come_from_env_file(
 
 @pytest.mark.timeout(60)  # the old client retried with backoff for about six minutes
 def test_redeliver_says_when_github_is_unreachable(tmp_path: Path) -> None:
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import rsa
 
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     pem = tmp_path / "app.pem"

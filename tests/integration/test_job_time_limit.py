@@ -9,11 +9,10 @@ import pytest
 from sqlalchemy import select
 
 from app.core.settings import Settings
-from app.github.clients import GitHubApp
 from app.store.db import Database
 from app.store.models import Job, JobState
 from tasks.runner.context import JobContext
-from tasks.runner.run import JobRunner
+from tests.doubles.jobs import quiet_runner
 
 REPO = "octo/slow"
 
@@ -42,8 +41,7 @@ def test_a_job_past_its_time_limit_is_stopped_and_fails_saying_so(
         return {}
 
     job_id = _queued(db)
-    github = GitHubApp.for_settings(short)
-    jobs = JobRunner(short, db, {"rebase_pr": runner}, github=github, meter=github.meter)
+    jobs = quiet_runner(short, db, {"rebase_pr": runner})
     assert jobs.run(job_id) == JobState.FAILED
     assert stopped.is_set()
     with db.read() as s:
@@ -54,10 +52,7 @@ def test_a_job_past_its_time_limit_is_stopped_and_fails_saying_so(
 
 def test_a_job_within_its_time_limit_is_not_touched(settings: Settings, db: Database) -> None:
     job_id = _queued(db)
-    github = GitHubApp.for_settings(settings)
-    runner = JobRunner(
-        settings, db, {"rebase_pr": lambda ctx: {"ok": True}}, github=github, meter=github.meter
-    )
+    runner = quiet_runner(settings, db, {"rebase_pr": lambda ctx: {"ok": True}})
     assert runner.run(job_id) == JobState.SUCCEEDED
     with db.read() as s:
         job = s.get(Job, job_id)

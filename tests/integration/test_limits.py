@@ -15,12 +15,11 @@ import redis
 from sqlalchemy import select
 
 from app.core.settings import Settings
-from app.github.clients import GitHubApp
 from app.store.db import Database
-from app.store.models import Job, JobState
+from app.store.models import AuditEntry, Job, JobState, Outbox
 from tasks.runner.lease import claim, finish
 from tasks.runner.limits import JobSlots, Limiter, StartBucket, new_member, queue_position
-from tasks.runner.run import JobRunner
+from tests.doubles.jobs import quiet_runner
 from tests.doubles.redis_server import RedisServer
 
 REPO = "octo/hello"
@@ -246,10 +245,7 @@ def test_slots_on_the_shared_redis(settings: Settings) -> None:
     conn.close()
 
 
-def test_run_job_adopts_a_dead_attempts_slot(
-    settings: Settings, db: Database, monkeypatch: pytest.MonkeyPatch
-) -> None:
-
+def test_run_job_adopts_a_dead_attempts_slot(settings: Settings, db: Database) -> None:
     assert settings.redis_url
     conn = redis.Redis.from_url(settings.redis_url)
     lim = limiter(conn, max_jobs_per_repo=1)
@@ -262,10 +258,7 @@ def test_run_job_adopts_a_dead_attempts_slot(
         assert not lim.slots.renew(dead.member, REPO, 1)  # adopted once claimed
         return {}
 
-    github = GitHubApp.for_settings(settings)
-    jobs = JobRunner(
-        settings, db, {"rebase_pr": runner}, github=github, meter=github.meter, limiter=lim
-    )
+    jobs = quiet_runner(settings, db, {"rebase_pr": runner}, limiter=lim)
     assert jobs.run(job_id) == JobState.SUCCEEDED
     assert seen == [(1, 1)]
     assert lim.slots.running(REPO, 1) == (0, 0)  # nothing of the job lingers after it
@@ -273,12 +266,10 @@ def test_run_job_adopts_a_dead_attempts_slot(
 
 
 def test_a_duplicate_held_back_after_another_attempt_took_the_job_stays_quiet(
-    settings: Settings, db: Database, monkeypatch: pytest.MonkeyPatch
+    settings: Settings, db: Database
 ) -> None:
     """A duplicate message finds the job queued, then the caps full: if another attempt
     claimed the job meanwhile, it neither requeues nor says the running job is queued."""
-    from app.store.models import AuditEntry, Outbox
-
     assert settings.redis_url
     conn = redis.Redis.from_url(settings.redis_url)
     job_id, other = _queued_jobs(db, [REPO, REPO])
@@ -290,8 +281,7 @@ def test_a_duplicate_held_back_after_another_attempt_took_the_job_stays_quiet(
 
     base = limiter(conn, max_jobs_per_repo=1)
     lim = TakenMeanwhile(base.slots, base.bucket)
-    github = GitHubApp.for_settings(settings)
-    jobs = JobRunner(settings, db, {}, github=github, meter=github.meter, limiter=lim)
+    jobs = quiet_runner(settings, db, {}, limiter=lim)
     held = base.admit(other, REPO, 1)  # the repository's one slot is taken
     requeued: list[float] = []
     try:

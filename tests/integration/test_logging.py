@@ -24,9 +24,9 @@ from app.github import clients as gh
 from app.store.db import Database
 from app.store.models import Job, JobState
 from tasks.runner.context import JobContext
-from tasks.runner.run import JobRunner
 from tests.doubles.github import GitHubDouble
 from tests.doubles.github.settings import settings_for
+from tests.doubles.jobs import quiet_runner
 from tests.doubles.webhooks import deliver, load_fixture
 
 REPO = "octo/logged"
@@ -92,8 +92,7 @@ def test_every_line_of_a_job_carries_the_job(settings: Settings, db: Database) -
         return {"ok": True}
 
     job_id = _queued(db)
-    github = gh.GitHubApp.for_settings(settings)
-    jobs = JobRunner(settings, db, {"rebase_pr": runner}, github=github, meter=github.meter)
+    jobs = quiet_runner(settings, db, {"rebase_pr": runner})
     with captured() as out:
         assert jobs.run(job_id) == JobState.SUCCEEDED
         during = out.take()
@@ -131,8 +130,7 @@ def test_the_job_s_cancel_watch_logs_with_the_job(settings: Settings, db: Databa
         return {}
 
     job_id = _queued(db)
-    github = gh.GitHubApp.for_settings(short)
-    jobs = JobRunner(short, db, {"rebase_pr": runner}, github=github, meter=github.meter)
+    jobs = quiet_runner(short, db, {"rebase_pr": runner})
     with captured() as out:
         assert jobs.run(job_id) == JobState.FAILED
         records = out.take()
