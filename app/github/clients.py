@@ -117,8 +117,8 @@ def _next_cursor(headers: Mapping[str, Any]) -> str | None:
 
 class GitHubApp:
     """The App's way into GitHub for one process: every client it makes serialises its writes
-    through `serializer` and counts its calls on `meter`. A long-running process (worker,
-    web) builds one and shares it; `for_settings` is for one-shot commands and tests."""
+    through `serializer` and counts its calls on `meter`. The worker builds one and shares
+    it (the web calls no GitHub API); `for_settings` is for one-shot commands and tests."""
 
     def __init__(self, settings: Settings, serializer: WriteSerializer, meter: Telemetry) -> None:
         self.settings, self.serializer, self.meter = settings, serializer, meter

@@ -1,5 +1,5 @@
 """Conditional reads: a repeated GET sends the last answer's ETag, and GitHub's 304 costs no
-rate limit. The cache is the caller's (one per process, built by its composition root)."""
+rate limit. The cache is the caller's: none is kept per process."""
 
 from __future__ import annotations
 
