@@ -86,8 +86,8 @@ class Worker:
         )
 
     def workplace(self) -> Workplace:
-        """The sandbox backend, mirrors, snapshots and warm pool: made on first use, so a
-        worker that only answers comments never needs Docker."""
+        """The sandbox backend, mirrors, snapshots and warm pool, made on first use: with the
+        Docker backend that is the reaper's first sweep, at start-up."""
         with self._workplace_lock:
             if self._workplace is None:
                 self._workplace = make_workplace(self.settings)
