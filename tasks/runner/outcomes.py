@@ -53,7 +53,9 @@ def _rate_limited(exc: Exception, job: Job) -> Outcome:
     return JobState.FAILED, {"error": message}
 
 
-# Checked in order; the first class the exception is an instance of decides.
+# Checked in order; the first class the exception is an instance of decides. No row for
+# Celery's SoftTimeLimitExceeded: the worker runs the threads pool, which never raises it, and
+# a job's own time limit is JobRunner's (tasks/runner/run.py).
 OUTCOMES: tuple[tuple[type[Exception], Callable[[Exception, Job], Outcome]], ...] = (
     (WaitForAuthorization, _waiting),
     (JobFailed, _failed),
