@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 
 from app.core.settings import Settings
@@ -40,3 +41,16 @@ def quiet_runner(
         limiter=limiter,
         workplace=None,
     )
+
+
+def long_step(stopped: threading.Event, seconds: float = 600) -> Runner:
+    """A runner whose one step would run for `seconds` in its sandbox, under the job's
+    cancel watch (as every sandboxed step is): stopping the sandbox (`stopped`) ends it."""
+
+    def runner(ctx: JobContext) -> dict[str, object]:
+        with ctx.cancel_watch(stopped.set, interval=0.1):
+            stopped.wait(seconds)
+        ctx.check_cancelled()
+        return {}
+
+    return runner

@@ -17,11 +17,10 @@ from app.intake.decide import Ignored
 from app.store.db import Database
 from app.store.models import Delivery, Job, JobState
 from app.web import create_app
-from tasks.runner.context import JobContext
 from tasks.worker import Worker
 from tests.doubles.github.double import GitHubDouble
 from tests.doubles.github.settings import settings_for
-from tests.doubles.jobs import quiet_runner
+from tests.doubles.jobs import long_step, quiet_runner
 from tests.doubles.payloads import pr_comment
 from tests.doubles.webhooks import deliver, load_fixture
 from tests.doubles.worker_proc import wait_until
@@ -124,15 +123,7 @@ def test_deleted_or_suspended_cancels_live_jobs_and_takes_no_new_ones(
 def test_a_running_jobs_sandbox_stops_when_the_app_is_uninstalled(world: Any) -> None:
     _double, settings, db, client, inst_id = world
     stopped = threading.Event()
-
-    def runner(ctx: JobContext) -> dict[str, object]:
-        # A long sandboxed command under the job's cancel watch, as every sandboxed step is.
-        with ctx.cancel_watch(stopped.set, interval=0.1):
-            stopped.wait(600)
-        ctx.check_cancelled()
-        return {}
-
-    jobs = quiet_runner(settings, db, {"rebase_pr": runner})
+    jobs = quiet_runner(settings, db, {"rebase_pr": long_step(stopped)})
     with db.transaction() as s:
         job = Job(kind="rebase_pr", repo=REPO, installation_id=inst_id, number=1, requested_by="a")
         s.add(job)

@@ -11,8 +11,7 @@ from sqlalchemy import select
 from app.core.settings import Settings
 from app.store.db import Database
 from app.store.models import Job, JobState
-from tasks.runner.context import JobContext
-from tests.doubles.jobs import quiet_runner
+from tests.doubles.jobs import long_step, quiet_runner
 
 REPO = "octo/slow"
 
@@ -31,17 +30,8 @@ def test_a_job_past_its_time_limit_is_stopped_and_fails_saying_so(
 ) -> None:
     short = settings.model_copy(update={"job_time_limit": 1})  # below the setting's minimum
     stopped = threading.Event()
-
-    def runner(ctx: JobContext) -> dict[str, object]:
-        # A step that would run for ten minutes in its sandbox, under the job's cancel watch
-        # (as every sandboxed step is): stopping the sandbox is what ends it.
-        with ctx.cancel_watch(stopped.set, interval=0.1):
-            stopped.wait(600)
-        ctx.check_cancelled()
-        return {}
-
     job_id = _queued(db)
-    jobs = quiet_runner(short, db, {"rebase_pr": runner})
+    jobs = quiet_runner(short, db, {"rebase_pr": long_step(stopped)})
     assert jobs.run(job_id) == JobState.FAILED
     assert stopped.is_set()
     with db.read() as s:

@@ -26,7 +26,7 @@ from app.store.models import Job, JobState
 from tasks.runner.context import JobContext
 from tests.doubles.github import GitHubDouble
 from tests.doubles.github.settings import settings_for
-from tests.doubles.jobs import quiet_runner
+from tests.doubles.jobs import long_step, quiet_runner
 from tests.doubles.webhooks import deliver, load_fixture
 
 REPO = "octo/logged"
@@ -122,15 +122,8 @@ def test_the_job_s_cancel_watch_logs_with_the_job(settings: Settings, db: Databa
     stops the sandbox and says so: both started with the job's context."""
     short = settings.model_copy(update={"job_time_limit": 1})
     stopped = threading.Event()
-
-    def runner(ctx: JobContext) -> dict[str, object]:
-        with ctx.cancel_watch(stopped.set, interval=0.1):
-            stopped.wait(60)
-        ctx.check_cancelled()
-        return {}
-
     job_id = _queued(db)
-    jobs = quiet_runner(short, db, {"rebase_pr": runner})
+    jobs = quiet_runner(short, db, {"rebase_pr": long_step(stopped, 60)})
     with captured() as out:
         assert jobs.run(job_id) == JobState.FAILED
         records = out.take()
