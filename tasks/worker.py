@@ -30,6 +30,7 @@ from tasks.queue.celery_app import create_celery
 from tasks.queue.dispatch import Dispatcher
 from tasks.runner.context import Runner
 from tasks.runner.limits import Limiter
+from tasks.runner.quota import Once
 from tasks.runner.run import JobRunner, Listeners
 from tasks.sandbox.workplace import Workplace, make_workplace, reap_sandboxes
 
@@ -66,9 +67,11 @@ class Worker:
         self.meter = Telemetry(settings.redis_url)
         self.github = GitHubApp(settings, WriteSerializer(settings.redis_url), self.meter)
         self.limiter: Limiter | None = None
+        self.once: Once | None = None
         if settings.redis_url:
             client = redis.Redis.from_url(settings.redis_url, socket_timeout=5)
             self.limiter = Limiter.from_settings(settings, client)
+            self.once = Once(client)
         self._workplace: Workplace | None = None
         self._workplace_lock = threading.Lock()
         self.jobs = JobRunner(
@@ -80,6 +83,7 @@ class Worker:
             listeners=listeners,
             queued=feedback.queued,
             limiter=self.limiter,
+            once=self.once,
             workplace=self.workplace,
             kinds=kinds,
             org_config=OrgConfigLoader(),

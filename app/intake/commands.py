@@ -45,14 +45,28 @@ class Command:
     params: CommandParams = field(default_factory=CommandParams)
 
     def live_key(self, number: int | None, kinds: Kinds = KINDS) -> str:
-        """Identity of a live job: one per (kind, repo, number, head sha).
+        """Identity of a live job, which a second identical request joins rather than making
+        another: one per (kind, repo, number, head sha) and, for work a person asked for, per
+        person.
 
+        Why per person: a joined request runs as the job's requester, and only the worker
+        can tell (from GitHub) who may run it; intake cannot. Were people to share one job,
+        a maintainer's `/agent rebase` joining an outsider's would be refused with it and
+        lost, and an outsider's joining a maintainer's would be answered as if authorised.
+        So each person gets a job of their own, which the worker checks against that person
+        alone, and only a person's own repeats join. Two maintainers asking at once make two
+        jobs; the second finds the work done or the branch moved (rebase pushes with a
+        lease), which costs a sandbox, not a wrong result. Automatic CI fixes, which no
+        person asked for, stay one job per head however many failed runs report it.
         Comment replies are keyed on the comment, so each question gets its own answer.
         """
         tail = self.head_sha or ""
         spec = kinds.get(self.kind)
         if spec is not None and not spec.sandboxed:
             tail = f"comment-{self.comment_id}"
+        elif not self.params.get("automatic"):
+            who = f"id-{self.requested_by_id}" if self.requested_by_id is not None else ""
+            tail += f":by-{who or 'login-' + self.requested_by.lower()}"
         return f"{self.kind}:{self.repo}:{number if number is not None else '-'}:{tail}"
 
     def to_params(self) -> dict[str, Any]:

@@ -184,7 +184,9 @@ def _enqueue(
     delivery_row_id: int,
     kinds: Kinds,
 ) -> tuple[int, bool]:
-    """Create the job (and its outbox row) unless a live one exists; returns (id, created)."""
+    """Create the job (and its outbox row) unless a live one with its key exists, which it
+    joins; returns (id, created). Only the same person's repeat, or another failed run of an
+    automatic CI fix, has the same key (`Command.live_key` says why)."""
     key = command.live_key(number, kinds)
     now = sql.ts(utcnow())
     values = (

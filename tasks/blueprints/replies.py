@@ -14,6 +14,7 @@ from app.intake.commands import CommandParams
 from app.policy.repo_config import ALLOWED_COMMANDS
 from app.store.db import rowcount
 from app.store.models import LIVE_STATES, Job, JobState, utcnow
+from tasks.blueprints import gate
 from tasks.blueprints.common import installation_repo
 from tasks.feedback import listeners as feedback
 from tasks.feedback import progress
@@ -70,10 +71,34 @@ def help_text(loaded: LoadedConfig, params: CommandParams) -> str:
     return "\n".join(lines)
 
 
+def who_asks(ctx: JobContext, repo: Repository, loaded: LoadedConfig) -> gate.Asker:
+    """The `policy` step of an answer: the person's role against the trigger permission."""
+    with ctx.step("policy") as step:
+        who = gate.asker(ctx, repo, loaded)
+        step.output = who.says()
+    return who
+
+
+def answered_lately(ctx: JobContext, who: gate.Asker) -> dict[str, Any] | None:
+    """The result of a `help` or `status` asked again within a minute by the same person on
+    the same thread (not answered again), or None: answer it."""
+    if gate.first_time(ctx, f"reply-{ctx.job.kind}", gate.REPLY_SECONDS):
+        return None
+    return {
+        "skipped": f"@{who.login} was answered on this thread less than "
+        f"{gate.REPLY_SECONDS} s ago; not answered again"
+    }
+
+
 def run_help(ctx: JobContext) -> dict[str, Any]:
     repo = repository(ctx)
+    loaded = load_repo_config(ctx.db, repo)
+    who = who_asks(ctx, repo, loaded)
+    if not who.permitted:
+        gate.refuse_outsider(ctx, repo, who)
+    if (skipped := answered_lately(ctx, who)) is not None:
+        return skipped
     with ctx.step("reply") as step:
-        loaded = load_repo_config(ctx.db, repo)
         step.output = f"comment {reply(ctx, repo, help_text(loaded, ctx.params))}"
     return {"comment": step.output}
 
@@ -123,6 +148,11 @@ def status_text(jobs: list[Job], urls: dict[int, str]) -> str:
 
 def run_status(ctx: JobContext) -> dict[str, Any]:
     repo = repository(ctx)
+    who = who_asks(ctx, repo, load_repo_config(ctx.db, repo))
+    if not who.permitted:
+        gate.refuse_outsider(ctx, repo, who)
+    if (skipped := answered_lately(ctx, who)) is not None:
+        return skipped
     jobs = _pr_jobs(ctx, live_only=False)
     assert ctx.job.number is not None
     with ctx.step("reply"):
@@ -132,14 +162,35 @@ def run_status(ctx: JobContext) -> dict[str, Any]:
 
 
 def run_cancel(ctx: JobContext) -> dict[str, Any]:
-    """Cancel the PR's live jobs. A running job sees it within a second or so (its cancel
-    watch stops its sandbox, tasks.runner.context.JobContext.cancel_watch) and reports itself; for
-    a queued or waiting one, this job brings its status comment and check run up to date."""
+    """Cancel the PR's live jobs that the person may cancel: all of them with the trigger
+    permission, else only those they asked for (an outsider's are cancelled, but answered
+    only as `gate.tell_outsider` allows). A running job sees it within a second or so (its
+    cancel watch stops its sandbox, tasks.runner.context.JobContext.cancel_watch) and reports
+    itself; for a queued or waiting one, this job brings its status comment and check run up
+    to date."""
     repo = repository(ctx)
+    who = who_asks(ctx, repo, load_repo_config(ctx.db, repo))
     live = _pr_jobs(ctx, live_only=True)
-    reason = f"cancelled by @{ctx.job.requested_by}"
+    mine = [j for j in live if who.permitted or gate.same_person(j, ctx.job)]
+    left = [j for j in live if j not in mine]
+    cancelled = _cancel(ctx, mine, f"cancelled by @{who.login}")
+    result: dict[str, Any] = {"cancelled": [j.id for j in cancelled]}
+    if left:
+        result["left_running"] = [j.id for j in left]
+        result["why_left"] = f"asked by others, and @{who.login} lacks {who.required}"
+    if not who.permitted:
+        if not cancelled:  # nothing of theirs: refused, like any outsider's command
+            gate.refuse_outsider(ctx, repo, who, **result)
+        return {**result, **gate.tell_outsider(ctx, repo, who)}
+    with ctx.step("reply"):
+        reply(ctx, repo, cancel_text(cancelled, left, who))
+    return result
+
+
+def _cancel(ctx: JobContext, jobs: list[Job], reason: str) -> list[Job]:
+    """Cancel those of `jobs` still live; the ones this call cancelled."""
     cancelled: list[Job] = []
-    for job in live:
+    for job in jobs:
         with ctx.db.transaction() as s:
             done = s.execute(
                 update(Job)
@@ -159,12 +210,21 @@ def run_cancel(ctx: JobContext) -> dict[str, Any]:
                 ctx.settings, ctx.db, job, ctx.github, ctx.meter, steps=read_steps(job.steps)
             )
             feedback.settle(other, JobState.CANCELLED, {"reason": reason})
+    return cancelled
+
+
+def cancel_text(cancelled: list[Job], left: list[Job], who: gate.Asker) -> str:
+    """What was cancelled, and what was left running and why."""
     lines = [
         f"- #{j.id} {command_of(j.kind)} ({j.state})"
         + (": its sandbox stops within seconds" if j.state == JobState.RUNNING else "")
         for j in cancelled
     ]
     body = "Cancelled:\n\n" + "\n".join(lines) if cancelled else "Nothing to cancel here."
-    with ctx.step("reply"):
-        reply(ctx, repo, body)
-    return {"cancelled": [j.id for j in cancelled]}
+    if left:
+        body += (
+            f"\n\nLeft running, as only the person who asked for a job or someone with "
+            f"{who.required} permission may cancel it:\n\n"
+            + "\n".join(f"- #{j.id} {command_of(j.kind)}, asked by @{j.requested_by}" for j in left)
+        )
+    return body

@@ -10,6 +10,7 @@ from app.github.comments import upsert_comment
 from app.policy import governance
 from app.policy.repo_config import ConfigError
 from app.store.models import Job
+from tasks.blueprints.gate import Asker, refuse_outsider
 from tasks.blueprints.pulls import PullRef
 from tasks.runner.context import JobContext, JobFailed
 from tasks.runner.notices import notice
@@ -98,7 +99,9 @@ def check_policy(
     pull: PullRef | None = None,
 ) -> str:
     """The person's role, once every policy rule allows the job; otherwise one polite notice
-    (none for automatic fixes nobody asked for) and JobFailed naming the rule."""
+    (none for automatic fixes nobody asked for) and JobFailed naming the rule. A person below
+    the trigger permission gets that notice once per thread and day, whatever the rule
+    (`gate.refuse_outsider`), and is refused in silence after it."""
     role = role_of(repo, login)
     automatic = bool(ctx.params.get("automatic"))
     request = governance.Request(
@@ -119,13 +122,17 @@ def check_policy(
         kinds=ctx.kinds,
     )
     if not verdict.allowed:
-        if not (automatic and verdict.rule in QUIET_RULES):
-            hint = ""
+        quiet = automatic and verdict.rule in QUIET_RULES
+        who = Asker(login, role, loaded.config.trigger_permission)
+        if not who.permitted and not quiet:  # an outsider: one notice a day, then silence
+            message = ""
             if verdict.rule == "trigger_permission":
-                hint = (
-                    " Ask a maintainer to run it, or to change `trigger_permission` in "
-                    "`.github/onloop.yml`."
+                message = (
+                    f"Sorry @{login}: {verdict.message} Ask a maintainer to run it, or to "
+                    "change `trigger_permission` in `.github/onloop.yml`."
                 )
-            notice(ctx, repo, "refused", f"Sorry @{login}: {verdict.message}{hint}")
+            refuse_outsider(ctx, repo, who, message)
+        if not quiet:
+            notice(ctx, repo, "refused", f"Sorry @{login}: {verdict.message}")
         raise JobFailed("refused", rule=verdict.rule, role=role)
     return role

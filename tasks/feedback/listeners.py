@@ -85,7 +85,9 @@ class StatusComment:
     def finished(self, ctx: JobContext, state: str, result: dict[str, Any]) -> None:
         result = _with_reason(ctx, state, result)
         if not self.started:
-            if state != JobState.FAILED or self._find(any_notice=True) is not None:
+            # `quiet`: refused in silence (an outsider told once already, tasks.blueprints.gate)
+            quiet = state != JobState.FAILED or bool(result.get("quiet"))
+            if quiet or self._find(any_notice=True) is not None:
                 self.throttle.close()
                 return  # its notice has said what happened
             self.started = True

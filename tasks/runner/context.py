@@ -22,6 +22,7 @@ from app.policy.org_config import OrgConfigLoader
 from app.store import audit
 from app.store.db import Database
 from app.store.models import Job, JobState
+from tasks.runner.quota import Once
 from tasks.runner.steps import StepKind, StepRecord, StepState
 from tasks.sandbox.workplace import Workplace
 
@@ -73,6 +74,9 @@ class JobContext:
     # The organisation file, parsed again only when it changes (the worker's one loader).
     org_config: OrgConfigLoader = field(default_factory=OrgConfigLoader)
     kinds: Kinds = field(default_factory=lambda: KINDS)  # the worker's table of job kinds
+    # The worker's once-per-period keys in Redis (replies and notices to one person on a
+    # thread); None only where no Redis is configured, and then every reply is sent.
+    once: Once | None = None
 
     @property
     def workplace(self) -> Workplace:

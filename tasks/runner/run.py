@@ -28,6 +28,7 @@ from tasks.runner.lease import Heartbeat, claim, finish, owner_id
 from tasks.runner.limits import Limiter, queue_position
 from tasks.runner.outcomes import outcome_of, too_long
 from tasks.runner.people import resume_if_authorized
+from tasks.runner.quota import Once
 from tasks.runner.steps import read_steps
 from tasks.sandbox.workplace import Workplace
 
@@ -42,8 +43,8 @@ Queued = Callable[[JobContext, str, int | None], None]
 @dataclass
 class JobRunner:
     """Runs jobs by id with what the worker built once: GitHub and the metrics writer, the
-    kinds and their runners, the listeners that follow a job, the caps, where sandboxes run
-    and the organisation file's loader."""
+    kinds and their runners, the listeners that follow a job, the caps, the once-per-period
+    keys, where sandboxes run and the organisation file's loader."""
 
     settings: Settings
     db: Database
@@ -55,6 +56,7 @@ class JobRunner:
     listeners: Listeners = field(kw_only=True)
     queued: Queued = field(kw_only=True)
     limiter: Limiter | None = field(kw_only=True)
+    once: Once | None = field(kw_only=True)
     workplace: Callable[[], Workplace] | None = field(kw_only=True)
     kinds: Kinds = field(default_factory=lambda: KINDS)
     org_config: OrgConfigLoader = field(default_factory=OrgConfigLoader)
@@ -157,6 +159,7 @@ class JobRunner:
                 workplaces=self.workplace,
                 org_config=self.org_config,
                 kinds=self.kinds,
+                once=self.once,
             )
             ctx.head_sha = job.head_sha
             ctx.listeners = self.listeners(ctx)
@@ -192,6 +195,7 @@ class JobRunner:
             steps=read_steps(job.steps),
             org_config=self.org_config,
             kinds=self.kinds,
+            once=self.once,
         )
 
     def _measure(self, job: Job, state: str) -> None:

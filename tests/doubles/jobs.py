@@ -39,6 +39,7 @@ def quiet_runner(
         listeners=no_listeners,
         queued=not_told,
         limiter=limiter,
+        once=None,
         workplace=None,
     )
 

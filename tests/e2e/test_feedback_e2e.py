@@ -74,7 +74,7 @@ def test_status_shows_the_steps_and_cancel_stops_the_running_sandbox(world: Worl
     world.wait_step(job_id, "fixers")  # the fixer sleeps: the sandbox is busy
     (sandbox,) = wait_until(lambda: world.running("sleep 600"), 60, "the job's busy sandbox")
 
-    asked = world.wait(world.comment("/agent status", "bob", number))
+    asked = world.wait(world.comment("/agent status", "carol", number))
     assert asked.state == JobState.SUCCEEDED, (asked.result, world.worker.output())
     answer = next(c for c in world.bot_comments(number) if f"job-{asked.id} -->" in c.body)
     assert f"#{job_id}" in answer.body and "running, step 6: fixers" in answer.body
@@ -152,7 +152,7 @@ def test_a_failing_setup_says_what_happened_and_what_to_do(world: World) -> None
 
 def test_help_lists_the_commands_this_repository_allows(world: World) -> None:
     number = pull_request(world, "commands: [review]\n")
-    job_id = world.comment("/agent help", "bob", number)
+    job_id = world.comment("/agent help", "carol", number)
     job = world.wait(job_id)
     assert job.state == JobState.SUCCEEDED, (job.result, world.worker.output())
     assert world.reactions(job_id) == [("eyes", world.double.app.bot_login)]

@@ -35,6 +35,7 @@ def world(
     github_double.create_branch(REPO, "feature")
     github_double.commit(REPO, "feature", {"app.py": "print('hi')\n"}, message="feature")
     github_double.create_pull(REPO, "feature", title="Feature", user="alice")
+    github_double.set_permission(REPO, "octocat", "write")  # who comments: may have answers
     db = Database(database_url)
     client = create_app(settings, db=db).test_client()
     yield github_double, settings, db, client
