@@ -183,7 +183,7 @@ def run_cancel(ctx: JobContext) -> dict[str, Any]:
             gate.refuse_outsider(ctx, repo, who, **result)
         return {**result, **gate.tell_outsider(ctx, repo, who)}
     with ctx.step("reply"):
-        reply(ctx, repo, cancel_text(cancelled, left, who))
+        reply(ctx, repo, cancel_text(cancelled))
     return result
 
 
@@ -213,18 +213,12 @@ def _cancel(ctx: JobContext, jobs: list[Job], reason: str) -> list[Job]:
     return cancelled
 
 
-def cancel_text(cancelled: list[Job], left: list[Job], who: gate.Asker) -> str:
-    """What was cancelled, and what was left running and why."""
+def cancel_text(cancelled: list[Job]) -> str:
+    """What was cancelled. Someone with the trigger permission may cancel every job, so
+    nothing is left running for them; what an outsider left is in their job's result."""
     lines = [
         f"- #{j.id} {command_of(j.kind)} ({j.state})"
         + (": its sandbox stops within seconds" if j.state == JobState.RUNNING else "")
         for j in cancelled
     ]
-    body = "Cancelled:\n\n" + "\n".join(lines) if cancelled else "Nothing to cancel here."
-    if left:
-        body += (
-            f"\n\nLeft running, as only the person who asked for a job or someone with "
-            f"{who.required} permission may cancel it:\n\n"
-            + "\n".join(f"- #{j.id} {command_of(j.kind)}, asked by @{j.requested_by}" for j in left)
-        )
-    return body
+    return "Cancelled:\n\n" + "\n".join(lines) if cancelled else "Nothing to cancel here."
