@@ -13,12 +13,13 @@ import pytest
 from app.store.models import JobState
 from tests.doubles.github.double import GitHubDouble
 from tests.doubles.github.handlers.actions import add_run
-from tests.doubles.payloads import workflow_run_failed
+from tests.doubles.payloads import issue_labeled, workflow_run_failed
 from tests.e2e import world as e2e
-from tests.e2e.test_fix_e2e import BAD, PYPROJECT, RUFF_LOG
+from tests.e2e.test_fix_e2e import AGENT, BAD, PYPROJECT, RUFF_LOG
 from tests.e2e.world import REPO, World
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
+FORK = "dave/widgets"
 
 
 @pytest.fixture
@@ -104,3 +105,46 @@ def test_a_normal_pr_is_still_rebased_and_pushed(world: World) -> None:
     assert job.state == JobState.SUCCEEDED and job.result["outcome"] == "pushed", job.result
     (push,) = world.double.pushes
     assert [(u.ref, u.old) for u in push.updates] == [("refs/heads/feature", old)]
+
+
+def test_a_rebase_of_a_forks_default_branch_is_refused(world: World) -> None:
+    world.authorize("alice")
+    world.double.create_repo(FORK, fork_of=REPO)
+    world.double.commit(FORK, "main", {"patch.py": "P = 1\n"}, message="Add patch")
+    number = world.double.create_pull(
+        REPO, "dave:main", user="dave", maintainer_can_modify=True
+    ).number
+    world.double.commit(REPO, "main", {"lib.py": "A = 2\n"}, message="Move main on")
+    head = world.double.branch_sha(FORK, "main")
+    job = world.wait(world.comment("/agent rebase", "alice", number))
+    assert job.state == JobState.FAILED and job.result["outcome"] == "default_branch", job.result
+    assert world.double.branch_sha(FORK, "main") == head and not world.double.pushes
+    assert f"default branch of {FORK}" in world.final_status(job.id, number).body
+
+
+@pytest.fixture
+def agent_world(github_double: GitHubDouble, database_url: str, tmp_path: Path) -> Iterator[World]:
+    files: dict[str, str | bytes] = {"README.md": "teh widgets\n"}
+    yield from e2e.make_world(
+        github_double,
+        database_url,
+        tmp_path,
+        files,
+        sandbox_pool_size=0,
+        agent="command",
+        agent_command=AGENT,
+    )
+
+
+def test_a_push_github_refuses_as_protected_says_so(agent_world: World) -> None:
+    # Protection the API cannot show yet (the branch does not exist): GitHub's push says it.
+    world = agent_world
+    world.authorize("carol")
+    issue = world.double.create_issue(REPO, "Typo in README", "It says teh.", user="alice")
+    world.double.protections.protect(REPO, f"onloop/issue-{issue.number}")
+    (job_id,) = world.deliver(
+        "issues", issue_labeled(world.double, REPO, issue.number, user="carol")
+    )
+    job = world.wait(job_id)
+    assert job.state == JobState.FAILED and job.result["outcome"] == "protected", job.result
+    assert "as a protected branch" in job.result["error"] and not world.double.pushes
