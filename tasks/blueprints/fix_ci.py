@@ -197,14 +197,14 @@ def _report(state: FixCI) -> str | None:
         )
         upsert_comment(work.repo.get_issue(number), f"fix-ci-stopped-{number}", body, bot)
         return state.outcome
-    said = change.report(ChangeOutcome.PUSHED) if change is not None else ""
+    said = ""
     if state.fix_pr is not None and state.head is not None:
         said = (
             f"The head branch `{state.head.branch}` {state.head.reason()}, and onloop never "
             f"pushes to a default or protected branch, so the fix is in #{state.fix_pr.number}."
         )
-    elif state.outcome != ChangeOutcome.PUSHED:
-        said = ""
+    elif state.outcome == ChangeOutcome.PUSHED and change is not None:
+        said = change.report(ChangeOutcome.PUSHED)
     if said:  # as the person, like the push
         as_person(
             work,
