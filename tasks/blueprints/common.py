@@ -20,6 +20,7 @@ from app.store import audit
 from app.store.models import Job
 from tasks.blueprints.pulls import PullRef
 from tasks.blueprints.start import act_as, check_policy, effective_config, installation_repo
+from tasks.blueprints.targets import Refusal, Target, push_target, rejected_as_protected
 from tasks.git.blast_radius import check_diff
 from tasks.git.process import GitError, git
 from tasks.runner.context import Cancelled, JobContext, JobFailed, WaitForAuthorization
@@ -212,12 +213,31 @@ class Work:
         )
         return [str(v) for v in found]
 
+    def push_target(self, branch: str, head_repo: str | None = None) -> Target:
+        """Whether onloop may push to `branch` of `head_repo` (this repository when None; a
+        fork is read with the person's token, as the installation's may not reach it)."""
+        if head_repo is None or head_repo.lower() == self.repo.full_name.lower():
+            return push_target(self.repo, branch)
+        client = self.ctx.github.user_client
+        return as_person(self, lambda: push_target(client(self.token).get_repo(head_repo), branch))
+
     def push(
-        self, sha: str, branch: str, *, lease: str | None, clone_url: str | None = None
+        self,
+        sha: str,
+        branch: str,
+        *,
+        lease: str | None,
+        clone_url: str | None = None,
+        head_repo: str | None = None,
     ) -> None:
-        """Push `sha` to `branch` with the person's token. `lease` is the sha the branch must
-        still have ("" when it must not exist yet). The job's head becomes `sha` first, so
-        the `synchronize` our own push causes does not cancel this job as stale."""
+        """Push `sha` to `branch` (of `head_repo`, at `clone_url`; this repository by default)
+        with the person's token, unless it is a default or protected branch (JobFailed).
+        `lease` is the sha the branch must still have ("" when it must not exist yet). The
+        job's head becomes `sha` first, so the `synchronize` our own push causes does not
+        cancel this job as stale."""
+        target = self.push_target(branch, head_repo)
+        if not target.allowed:
+            raise JobFailed(target.message(), outcome=target.refusal, branch=branch)
         with self.ctx.db.transaction() as s:
             s.execute(update(Job).where(Job.id == self.ctx.job.id).values(head_sha=sha))
 
@@ -234,6 +254,8 @@ class Work:
         try:
             as_person(self, push)
         except GitError as exc:
+            if (said := rejected_as_protected(branch, exc.output)) is not None:
+                raise JobFailed(said, outcome=Refusal.PROTECTED, branch=branch) from None
             if "stale info" in str(exc) or "rejected" in str(exc):
                 raise JobFailed(
                     f"`{branch}` changed on GitHub while onloop worked, so nothing was pushed; "

@@ -17,6 +17,7 @@ from tasks.blueprints.change import STEPS as CHANGE_STEPS
 from tasks.blueprints.change import Change, ChangeOutcome, make_change
 from tasks.blueprints.common import Work, act_as, begin, installation_repo
 from tasks.blueprints.pulls import PullRef
+from tasks.blueprints.targets import Target
 from tasks.ci.failures import FailedJob, failed_jobs
 from tasks.ci.logs import excerpt
 from tasks.git.process import git
@@ -46,6 +47,8 @@ class FixCI:
     attempts: int = 0
     change: Change | None = None
     outcome: ChangeOutcome | FixOutcome | None = None
+    head: Target | None = None  # whether the PR's head branch takes onloop's push
+    fix_pr: PullRequest | None = None  # the PR into a head branch that does not
 
     @property
     def fetch_refs(self) -> list[str]:
@@ -123,37 +126,60 @@ def _push(state: FixCI) -> str | None:
     change = state.change
     if state.outcome != ChangeOutcome.READY or change is None or change.new_sha is None:
         return None
-    work = state.work
-    if state.pull is not None:
-        if not state.pull.can_push_to_head:
-            state.outcome = ChangeOutcome.FORK
-            return "the fork does not allow edits from maintainers: nothing pushed"
-        clone_url = state.pull.head_clone_url
-        work.push(change.new_sha, state.branch, lease=state.head_sha, clone_url=clone_url)
-        state.outcome = ChangeOutcome.PUSHED
-        return f"pushed {change.new_sha[:12]} to {state.branch}"
+    work, pull = state.work, state.pull
+    if pull is None:  # a red default branch: the fix goes to a new branch and a PR into it
+        default = work.repo.default_branch
+        intro = f"CI fails on `{default}` at {state.head_sha[:12]}."
+        state.pr = _open_fix_pr(state, default, f"Fix the red {default} branch", intro)
+        state.outcome = ChangeOutcome.PR
+        return f"opened #{state.pr.number}"
+    if not pull.can_push_to_head:
+        state.outcome = ChangeOutcome.FORK
+        return "the fork does not allow edits from maintainers: nothing pushed"
+    state.head = work.push_target(pull.head_ref, pull.head_repo)
+    if not state.head.allowed:  # never onto a default or protected head: a PR into it
+        if pull.fork:
+            raise JobFailed(state.head.message(), outcome=state.head.refusal)
+        state.branch = f"onloop/fix-ci-{pull.number}-{work.ctx.job.id}"
+        intro = f"CI fails on #{pull.number} at {state.head_sha[:12]}; `{pull.head_ref}` "
+        intro += f"{state.head.reason()}, so this fix waits for review here."
+        title = f"Fix CI of #{pull.number} on `{pull.head_ref}`"
+        state.fix_pr = _open_fix_pr(state, pull.head_ref, title, intro)
+        state.outcome = ChangeOutcome.PR
+        return f"`{pull.head_ref}` {state.head.reason()}: opened #{state.fix_pr.number}"
+    clone_url, head_repo = pull.head_clone_url, pull.head_repo
+    work.push(
+        change.new_sha, state.branch, lease=state.head_sha, clone_url=clone_url, head_repo=head_repo
+    )
+    state.outcome = ChangeOutcome.PUSHED
+    return f"pushed {change.new_sha[:12]} to {state.branch}"
+
+
+def _open_fix_pr(state: FixCI, base: str, title: str, intro: str) -> PullRequest:
+    """Push the fix to onloop's own `state.branch` and open (or reuse, when an earlier run of
+    this job opened it) the person's pull request from it into `base`."""
+    work, change = state.work, state.change
+    assert change is not None and change.new_sha is not None
     lease = work.branch_lease(state.branch, "ask again with a new CI run")
     work.push(change.new_sha, state.branch, lease=lease)
-    default = work.repo.default_branch
     owner = work.repo.full_name.split("/")[0]
 
-    def open_pr() -> PullRequest:  # an earlier run's PR for the branch is reused
+    def open_pr() -> PullRequest:
         repo = work.user_repo
         existing = list(repo.get_pulls(state="open", head=f"{owner}:{state.branch}"))
         if existing:
             return existing[0]
         return repo.create_pull(
-            base=default,
+            base=base,
             head=state.branch,
-            title=f"Fix the red {default} branch",
-            body=change.pr_body(f"CI fails on `{default}` at {state.head_sha[:12]}."),
+            title=title,
+            body=change.pr_body(intro),
             maintainer_can_modify=True,
         )
 
     pr = as_person(work, open_pr)
-    state.pr, state.outcome = pr, ChangeOutcome.PR
     work.ctx.meter.inc("pull_requests_opened", kind="fix_ci")
-    return f"opened #{pr.number}"
+    return pr
 
 
 def _report(state: FixCI) -> str | None:
@@ -171,14 +197,19 @@ def _report(state: FixCI) -> str | None:
         )
         upsert_comment(work.repo.get_issue(number), f"fix-ci-stopped-{number}", body, bot)
         return state.outcome
-    if state.outcome == ChangeOutcome.PUSHED and change is not None:  # as the person, like the push
+    said = ""
+    if state.fix_pr is not None and state.head is not None:
+        said = (
+            f"The head branch `{state.head.branch}` {state.head.reason()}, and onloop never "
+            f"pushes to a default or protected branch, so the fix is in #{state.fix_pr.number}."
+        )
+    elif state.outcome == ChangeOutcome.PUSHED and change is not None:
+        said = change.report(ChangeOutcome.PUSHED)
+    if said:  # as the person, like the push
         as_person(
             work,
             lambda: upsert_comment(
-                work.user_repo.get_issue(number),
-                f"job-{work.ctx.job.id}",
-                change.report(ChangeOutcome.PUSHED),
-                work.login,
+                work.user_repo.get_issue(number), f"job-{work.ctx.job.id}", said, work.login
             ),
         )
     return state.outcome  # anything else is said in the job's status comment
@@ -227,7 +258,9 @@ def run_fix_ci(ctx: JobContext) -> dict[str, Any]:
     if state.change is not None:
         result |= state.change.result()
     if state.pr is not None and state.outcome in (ChangeOutcome.PUSHED, ChangeOutcome.PR):
-        result["pull_request_url"] = state.pr.html_url
+        result["pull_request_url"] = (state.fix_pr or state.pr).html_url
+    if state.fix_pr is not None:
+        result["pr"] = state.fix_pr.number
     failed = (ChangeOutcome.UNVALIDATED, ChangeOutcome.REFUSED, ChangeOutcome.FORK)
     if isinstance(state.outcome, ChangeOutcome) and state.outcome in failed:
         assert state.change is not None

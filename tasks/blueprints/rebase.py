@@ -87,7 +87,11 @@ def _push(state: Rebase) -> str | None:
         as_person(
             state.work,
             lambda: state.work.push(
-                new_sha, pull.head_ref, lease=pull.head_sha, clone_url=pull.head_clone_url
+                new_sha,
+                pull.head_ref,
+                lease=pull.head_sha,
+                clone_url=pull.head_clone_url,
+                head_repo=pull.head_repo,
             ),
         )
     except GitError as exc:
@@ -144,6 +148,22 @@ STEPS: list[Step[Rebase]] = [
 ]
 
 
+def _refuse_unpushable_head(state: Rebase) -> None:
+    """A rebase force-pushes the head branch itself, so no other branch can take it: a default
+    or protected head is refused before any work (a fork without maintainer edits gets its
+    patch instead)."""
+    pull = state.pull
+    if not pull.can_push_to_head:
+        return
+    head = state.work.push_target(pull.head_ref, pull.head_repo)
+    if not head.allowed:
+        raise JobFailed(
+            f"{head.message()}. A rebase rewrites the head branch itself, so only someone who "
+            "may update it can do it (or open the change from another branch).",
+            outcome=head.refusal,
+        )
+
+
 def run_rebase(ctx: JobContext) -> dict[str, Any]:
     ctx.plan = ["policy", "authorization", *(s.name for s in STEPS)]
     work = begin(ctx, "rebase")
@@ -151,6 +171,7 @@ def run_rebase(ctx: JobContext) -> dict[str, Any]:
     pr = work.repo.get_pull(ctx.job.number)
     base_sha = work.repo.get_branch(pr.base.ref).commit.sha
     state = Rebase(work, pr, PullRef.of(pr, work.repo), base_sha=base_sha)
+    _refuse_unpushable_head(state)
     with ctx.db.transaction() as s:
         s.execute(update(Job).where(Job.id == ctx.job.id).values(head_sha=state.head_sha))
     run_steps(ctx, STEPS, state)

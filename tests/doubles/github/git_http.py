@@ -142,6 +142,7 @@ def serve(
         "GATEWAY_INTERFACE": "CGI/1.1",
     }
     env.update(only)
+    env.update(state.protections.hook_env(state.root, repo, env))  # GitHub's own push checks
     for name, value in headers.items():
         if name not in ("authorization", "content-type", "content-length"):
             env["HTTP_" + name.upper().replace("-", "_")] = value

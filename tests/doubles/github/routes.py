@@ -6,6 +6,7 @@ from tests.doubles.github.api import Route
 from tests.doubles.github.handlers import (
     actions,
     apps,
+    branches,
     checks,
     issues,
     manifests,
@@ -36,6 +37,7 @@ ROUTES: list[Route] = [
     Route("GET", R + "/contents", repos.get_contents),
     Route("GET", R + "/contents/{path:path}", repos.get_contents),
     Route("GET", R + "/branches/{branch:path}", repos.get_branch),
+    Route("GET", R + "/rules/branches/{branch:path}", branches.branch_rules),
     Route("GET", R + "/commits/{sha}/pulls", pulls.commit_pulls),
     Route("GET", R + "/commits/{ref}/check-runs", checks.list_for_ref),
     Route("GET", R + "/commits/{ref:path}", repos.get_commit),

@@ -13,6 +13,7 @@ from app.github.manifest import PERMISSIONS as MANIFEST_PERMISSIONS
 from tests.doubles.github import gitrepo
 from tests.doubles.github.activity import Activity
 from tests.doubles.github.handlers.actions import Actions
+from tests.doubles.github.handlers.branches import Protections
 from tests.doubles.github.handlers.checks import Checks
 from tests.doubles.github.model import (
     ROLES,
@@ -60,6 +61,7 @@ class State(Activity, Recorder):
         self.oauth = OAuthState(self)  # sign-in, codes, refresh tokens (oauth.py)
         self.actions = Actions()  # workflow runs, jobs and logs (handlers/actions.py)
         self.checks = Checks()  # check runs made by apps (handlers/checks.py)
+        self.protections = Protections()  # branch protection, rulesets (handlers/branches.py)
         self.user(app.bot_login, type="Bot")
         self.user(app.owner)
 

@@ -74,7 +74,7 @@ def get_branch(ctx: Ctx) -> Response:
         {
             "name": branch,
             "commit": _commit(ctx, repo, sha),
-            "protected": False,
+            "protected": ctx.state.protections.is_protected(repo, branch),
             "_links": {
                 "self": ctx.api(f"/repos/{repo.full_name}/branches/{branch}"),
                 "html": ctx.web(f"/{repo.full_name}/tree/{branch}"),
