@@ -17,11 +17,12 @@ _LINE_END = re.compile(r"(\r\n|\r|\n)")
 ZWSP = "\u200b"  # a zero-width space: `@​alice` still reads as @alice but links nobody
 
 
-def fence_for(text: str) -> str:
-    """A backtick fence longer than any run of backticks in `text`, so nothing in it closes
-    the block (https://spec.commonmark.org/0.31.2/#fenced-code-blocks)."""
+def fence_for(text: str, minimum: int = 3) -> str:
+    """A backtick fence longer than any run of backticks in `text` (and at least `minimum`),
+    so nothing in it closes the block; tildes cannot close a backtick fence at all
+    (https://spec.commonmark.org/0.31.2/#fenced-code-blocks)."""
     longest = max((len(run) for run in _TICKS.findall(text)), default=0)
-    return "`" * max(3, longest + 1)
+    return "`" * max(minimum, longest + 1)
 
 
 def fenced(text: str, info: str = "") -> str:
