@@ -82,6 +82,11 @@ def run_dev(bind: str) -> None:
         click.echo(
             "onloop dev: GitHub is not configured (" + ", ".join(missing) + "); "
             "deliveries are recorded but jobs cannot reach GitHub. `onloop doctor` says more."
+            + (
+                " The /setup address printed next creates the App."
+                if settings.app_id is None
+                else ""
+            )
         )
     web = subprocess.Popen([sys.executable, "-m", "app.cli.devweb", bind])
     try:

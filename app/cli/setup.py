@@ -48,7 +48,7 @@ def setup(
     # loaded by this command only: Flask, `onloop --help` stays fast
     from werkzeug.serving import make_server
 
-    from app.web.setup import SetupOptions, create_setup_app, setup_state
+    from app.web.setup import SetupOptions, create_setup_app, setup_state, setup_url
 
     settings = _settings_from(env_file)
     taken = manifest.existing(env_file)
@@ -69,13 +69,12 @@ def setup(
     app = create_setup_app(settings, options)
     server = make_server(host, port, app)
     server.timeout = 0.5
-    query = "?" + "&".join(f"{k}={v}" for k, v in (("org", org), ("name", name)) if v)
+    state = setup_state(app)
     click.echo(
-        f"Open {public}/setup{query if query != '?' else ''} in your browser.\n"
+        f"Open {setup_url(settings, state.code, org=org, name=name)} in your browser.\n"
         f"GitHub sends you back to {public}/setup/callback: that must reach this process,"
         f" which listens on {host}:{server.server_port}. Ctrl-C to stop."
     )
-    state = setup_state(app)
     try:
         while not state.done.is_set():
             server.handle_request()

@@ -7,6 +7,8 @@ import re
 from github.Issue import Issue
 from github.IssueComment import IssueComment
 
+from app.core.markdown import fenced, plain
+
 _JOB_NOTICE = re.compile(r"^job-(\d+)-")
 
 
@@ -37,7 +39,11 @@ def upsert_comment(issue: Issue, key: str, body: str, author: str | None) -> Iss
     return issue.create_comment(text)
 
 
+def fold(summary: str, markdown: str) -> str:
+    """Fold Markdown onloop wrote into a <details> block; the summary is text, escaped."""
+    return f"<details><summary>{plain(summary)}</summary>\n\n{markdown}\n</details>"
+
+
 def details(summary: str, text: str, limit: int = 3000) -> str:
-    """Fold a log into a <details> block, keeping its tail."""
-    tail = text[-limit:]
-    return f"<details><summary>{summary}</summary>\n\n```\n{tail}\n```\n</details>"
+    """Fold a log's tail into a <details> block, fenced so that nothing in it is Markdown."""
+    return fold(summary, fenced(text[-limit:]))

@@ -21,6 +21,12 @@ def token_permissions(kind: str, kinds: Kinds = KINDS) -> dict[str, str]:
     return dict(spec.permissions) if spec is not None else {"metadata": "read"}
 
 
+def feedback_permissions() -> dict[str, str]:
+    """What the token of a job's feedback (tasks/feedback) may do: 👀 on the command and the
+    status comment (issues), the check run (checks); never read or write the code."""
+    return {"metadata": "read", "issues": "write", "checks": "write"}
+
+
 # --- the kill switch -------------------------------------------------------------------
 
 

@@ -15,9 +15,15 @@ from app.web.metrics import Metrics
 from app.web.state import EXTENSION, Onloop
 
 
-def create_app(settings: Settings, db: Database | None = None, kinds: Kinds = KINDS) -> Flask:
+def create_app(
+    settings: Settings,
+    db: Database | None = None,
+    kinds: Kinds = KINDS,
+    setup_code: str | None = None,
+) -> Flask:
     """Build the web app for `settings`; pass `db` to share an engine (tests), `kinds` for
-    another table of job kinds (app.core.kinds.KINDS by default)."""
+    another table of job kinds (app.core.kinds.KINDS by default), `setup_code` for the code
+    /setup asks for (printed on the console by whoever starts the server; a new one if None)."""
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     database = db or Database(settings.database_url)
@@ -32,7 +38,7 @@ def create_app(settings: Settings, db: Database | None = None, kinds: Kinds = KI
     app.register_blueprint(webhooks.bp)
     app.register_blueprint(health.bp)
     app.register_blueprint(oauth.bp)
-    setup.init_app(app, settings)  # /setup: only while no GitHub App is configured
+    setup.init_app(app, settings, code=setup_code)  # /setup: only while no App is configured
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException) -> Response:

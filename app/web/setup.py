@@ -2,11 +2,15 @@
 
 The page POSTs the manifest to GitHub; GitHub creates the App and sends the browser back with a
 one-time code, which the callback converts into the App's id, key and secrets. It works only
-while no App is configured (or `onloop setup --force`), since it rewrites the configuration.
+while no App is configured (or `onloop setup --force`), since it rewrites the configuration,
+and only for whoever has the setup code that onloop printed on its console when it started:
+anyone else who reaches an unconfigured instance first could make it their App's.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import secrets
 import threading
@@ -28,6 +32,12 @@ EXTENSION = "onloop.setup"
 COOKIE = "onloop_setup"
 PURPOSE = "app-manifest"
 STATE_MAX_AGE = 3600  # GitHub's code lives an hour; so may the page that asked for it
+CODE_PARAM = "code"  # /setup?code=…; on /setup/callback `code` is GitHub's, ours is in the state
+
+
+def new_code() -> str:
+    """A setup code: printed on the console, so only who runs onloop can open /setup."""
+    return secrets.token_urlsafe(24)
 
 
 @dataclass
@@ -48,21 +58,41 @@ class SetupState:
     lock: threading.Lock = field(default_factory=threading.Lock)
     written: list[str] = field(default_factory=list)
     written_key: str = ""
+    code: str = field(default_factory=new_code)  # spent ("") once setup is done
+
+    def holds(self, code: str) -> bool:
+        """Whether `code` is this process's setup code, compared in constant time."""
+        return bool(self.code) and hmac.compare_digest(code.encode(), self.code.encode())
 
 
-def init_app(app: Flask, settings: Settings, options: SetupOptions | None = None) -> SetupState:
-    """Register the blueprint on `app` (the full web app, or the bare one `onloop setup` runs)."""
+def setup_url(settings: Settings, code: str, **query: str | None) -> str:
+    """The /setup address to open, with the code (and e.g. `org=…`)."""
+    params = {CODE_PARAM: code} | {k: v for k, v in query.items() if v}
+    return f"{settings.public_url.rstrip('/')}/setup?{urlencode(params)}"
+
+
+def init_app(
+    app: Flask, settings: Settings, options: SetupOptions | None = None, code: str | None = None
+) -> SetupState:
+    """Register the blueprint on `app` (the full web app, or the bare one `onloop setup` runs);
+    `code` is the setup code printed on the console (new_code() when None)."""
     state = SetupState(settings, options or SetupOptions(), get_logger("onloop.setup"))
+    state.code = code or state.code
     app.extensions[EXTENSION] = state
     app.register_blueprint(bp)
     return state
 
 
-def create_setup_app(settings: Settings, options: SetupOptions) -> Flask:
+def create_setup_app(settings: Settings, options: SetupOptions, code: str | None = None) -> Flask:
     """A Flask app with nothing but the setup pages, for `onloop setup`."""
     app = Flask(__name__)
-    init_app(app, settings, options)
+    init_app(app, settings, options, code)
     return app
+
+
+def _digest(code: str) -> str:
+    """What the signed state carries of the code: it travels through GitHub, the code not."""
+    return hashlib.sha256(code.encode()).hexdigest()
 
 
 def setup_state(app: Flask) -> SetupState:
@@ -111,6 +141,14 @@ def start() -> Response:
     blocked = _blocked(state)
     if blocked is not None:
         return blocked
+    if not state.holds(request.args.get(CODE_PARAM, "")):
+        return _page(
+            403,
+            "Setup code needed",
+            "<p>Open the address that onloop printed on its console when it started"
+            " (<code>open …/setup?code=…</code>): only who runs onloop may register its"
+            " GitHub App. Nothing was changed.</p>",
+        )
     signer = _signer(state)
     if signer is None:
         return _page(503, "Not ready", "<p>Set ONLOOP_SECRET_KEY first (onloop setup does).</p>")
@@ -120,7 +158,7 @@ def start() -> Response:
     name = (request.args.get("name") or manifest.default_name(state.settings, org)).strip()
     body = manifest.build_manifest(state.settings, name)
     nonce = secrets.token_urlsafe(16)
-    signed = signer.sign({"p": PURPOSE, "n": nonce, "org": org})
+    signed = signer.sign({"p": PURPOSE, "n": nonce, "org": org, "c": _digest(state.code)})
     action = manifest.new_app_url(state.settings, org) + "?" + urlencode({"state": signed})
     where = f"the organisation <b>{escape(org)}</b>" if org else "your personal account"
     events = ", ".join(body["default_events"])
@@ -154,7 +192,7 @@ def start() -> Response:
 @bp.get("/setup/callback")
 def callback() -> Response:
     state = setup_state(current_app)
-    again = "<p><a href='/setup'>Start again</a>.</p>"
+    again = "<p>Start again from the /setup address onloop printed on its console.</p>"
     signer = _signer(state)
     data = signer.verify(request.args.get("state", "")) if signer else None
     if data is None or data.get("p") != PURPOSE:
@@ -168,6 +206,8 @@ def callback() -> Response:
         blocked = _blocked(state)  # checked again, before the one-time code is spent
         if blocked is not None:
             return blocked
+        if not state.code or not hmac.compare_digest(str(data.get("c", "")), _digest(state.code)):
+            return _page(403, "Setup code spent or replaced", "<p>Nothing was written.</p>")
         try:
             app = manifest.convert(state.settings, code)
         except manifest.ConversionError as exc:
@@ -175,6 +215,7 @@ def callback() -> Response:
             text = f"<p>{escape(str(exc))}.</p>" + again
             return _page(502, "GitHub did not create the App", text)
         written = _write(state, app)
+        state.code = ""  # spent: the setup code completes one setup
         state.done.set()
     state.log.info("github app registered", app_id=app.id, slug=app.slug, written=written)
     install = f"{app.html_url.rstrip('/')}/installations/new" if app.html_url else ""

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from app.core.markdown import plain
 from tasks.agent import Agent, AgentConfigError, AgentResult, AgentTask, budget_from, get_agent
 from tasks.blueprints import Step, run_steps
 from tasks.blueprints.checks import Outcome, Plan, failures, plan, run_all, summary
@@ -52,7 +53,7 @@ class Change:
         """What ran, as Markdown lines."""
         lines = []
         if self.agent is not None:
-            lines.append(f"- agent: {self.agent.summary[:300] or self.agent.stopped}")
+            lines.append(f"- agent: {plain(self.agent.summary[:300]) or self.agent.stopped}")
         lines += [f"- fix: {line}" for line in summary(self.fixes).splitlines()]
         lines += [f"- check: {line}" for line in summary(self.validation).splitlines()]
         return "\n".join(lines) or "- nothing ran"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from app.core.markdown import inline_code
 from app.github.comments import details
 from app.policy.repo_config import RepoConfig
 from tasks.sandbox.base import ExecResult, Sandbox
@@ -105,7 +106,7 @@ def run_all(box: Sandbox, commands: list[str], timeout: float | None = None) -> 
 
 def summary(outcomes: list[Outcome]) -> str:
     """One line a command: ✓/✗ and the command."""
-    return "\n".join(f"{'✓' if o.ok else '✗'} `{o.command}`" for o in outcomes)
+    return "\n".join(f"{'✓' if o.ok else '✗'} {inline_code(o.command)}" for o in outcomes)
 
 
 def failures(outcomes: list[Outcome]) -> str:

@@ -10,7 +10,7 @@ from github.PullRequest import PullRequest
 from github.Repository import Repository
 
 from app.core.kinds import Kind
-from app.github.comments import upsert_comment
+from app.github.comments import details, upsert_comment
 from tasks.agent import AgentTask
 from tasks.blueprints import Step, run_steps
 from tasks.blueprints.change import STEPS as CHANGE_STEPS
@@ -188,8 +188,7 @@ def _report(state: FixCI) -> str | None:
         return state.outcome
     number, bot = state.pr.number, work.ctx.settings.bot_login
     if state.outcome == FixOutcome.STOPPED:
-        shown = state.excerpt[-6000:] or "(no log was found)"
-        last = f"<details><summary>The last failure</summary>\n\n{shown}\n</details>"
+        last = details("The last failure", state.excerpt or "(no log was found)", 6000)
         body = (
             f"onloop stopped fixing CI here: it already made {state.attempts} fix commit(s), "
             f"the most this repository allows (`max_ci_fix_attempts`). Please take a look "

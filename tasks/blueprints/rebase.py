@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 from github.PullRequest import PullRequest
 from sqlalchemy import update
 
+from app.core.markdown import fenced, inline_code
 from app.github.comments import details, upsert_comment
 from app.store.models import Job
 from tasks.blueprints import Step, run_steps
@@ -120,13 +122,18 @@ def _report(state: Rebase) -> str | None:
             "this patch there (`git am`).\n\n" + details("patch", state.patch, limit=60000)
         )
     else:
-        files = "\n".join(f"- `{f}`" for f in state.conflicts) or "- (git listed none)"
-        body = (
-            f"`{head}` does not rebase cleanly onto `{base}`; the branch is untouched. "
-            f"Conflicting files:\n\n{files}\n\nTo resolve them locally:\n\n```sh\n"
-            f"git fetch origin\ngit checkout {head}\ngit rebase origin/{base}\n"
+        # File and branch names come from the PR: code spans and a fence they cannot close.
+        files = "\n".join(f"- {inline_code(f)}" for f in state.conflicts) or "- (git listed none)"
+        steps = (
+            f"git fetch origin\ngit checkout {shlex.quote(head)}\n"
+            f"git rebase {shlex.quote('origin/' + base)}\n"
             "# fix the files, git add them, then: git rebase --continue\n"
-            "git push --force-with-lease\n```"
+            "git push --force-with-lease"
+        )
+        body = (
+            f"{inline_code(head)} does not rebase cleanly onto {inline_code(base)}; the branch "
+            f"is untouched. Conflicting files:\n\n{files}\n\nTo resolve them locally:\n\n"
+            + fenced(steps, "sh")
         )
     work = state.work
     as_person(

@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import update
 
 from app.core.kinds import Kind
+from app.core.markdown import defang, fenced
 from app.store.models import Job
 from tasks.agent import AgentConfigError, AgentTask, budget_from, get_agent
 from tasks.blueprints import Step, run_steps
@@ -88,7 +89,8 @@ def _agent(state: Review) -> str | None:
     body = (
         f"{state.pr.body or ''}\n\nThe pull request changes these files: "
         + ", ".join(f"`{p}`" for p in state.changed.paths)
-        + f"\n\n```diff\n{state.diff[:MAX_DIFF_FOR_AGENT]}\n```"
+        + "\n\n"
+        + fenced(state.diff[:MAX_DIFF_FOR_AGENT], "diff")
     )
     task = AgentTask(Kind.REVIEW_PR, f"#{state.pr.number}: {state.pr.title}", body, read_only=True)
     result = agent.run(state.box, task, budget_from(state.ctx.settings), state.ctx.cancel)
@@ -96,8 +98,8 @@ def _agent(state: Review) -> str | None:
         raise Cancelled()
     for f in result.findings:
         path = f.path.removeprefix("/workspace/").removeprefix("./")
-        state.agent_comments.append(ReviewComment(path, int(f.line), f.body))
-    state.agent_note = result.summary.strip()[:2000]
+        state.agent_comments.append(ReviewComment(path, int(f.line), defang(f.body)))
+    state.agent_note = defang(result.summary.strip()[:2000])  # agent text: it mentions nobody
     return f"{result.stopped}: {len(result.findings)} findings\n{result.transcript_tail}"
 
 

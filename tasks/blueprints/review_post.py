@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from github import GithubException
 from github.PullRequestReview import PullRequestReview
 
+from app.core.markdown import inline_code
 from app.github.comments import details
 from tasks.blueprints.review_state import Posted, Review, ReviewEvent
 from tasks.review.findings import fixers, label
@@ -78,7 +79,7 @@ def publish(state: Review) -> tuple[PullRequestReview, list[ReviewComment], Revi
             raise
         # "Pull request review thread line must be part of the diff": the PR moved under us.
         # Say it all in the review's body instead of inline.
-        listed = "\n\n".join(f"`{c.path}` line {c.line}:\n{c.body}" for c in comments)
+        listed = "\n\n".join(f"{inline_code(c.path)} line {c.line}:\n{c.body}" for c in comments)
         body = review_body(state, []) + "\n\nOn the lines changed:\n\n" + listed[:50_000]
         review = pr.create_review(commit=commit, body=body, event=event)
         comments = []

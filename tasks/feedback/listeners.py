@@ -8,16 +8,19 @@ import logging
 import threading
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import quote
 
 from github import Github
 from github.CheckRun import CheckRun
 from github.IssueComment import IssueComment
+from github.PaginatedList import PaginatedList
 from github.Repository import Repository
 from sqlalchemy import select
 
 import app.github.clients as gh
 from app.core.kinds import sandboxed
 from app.github.comments import family, marker
+from app.policy import governance
 from app.store.models import Job, JobState
 from tasks.feedback import progress
 from tasks.feedback.throttle import Throttle
@@ -27,8 +30,9 @@ log = logging.getLogger(__name__)
 
 
 class Access:
-    """The job's repository through an installation token of the listeners' own, renewed
-    before it expires; one GitHub call at a time (the throttles' timers call from threads)."""
+    """The job's repository through an installation token of the listeners' own, narrowed to
+    that one repository and to what feedback writes, renewed before it expires; one GitHub
+    call at a time (the throttles' timers call from threads)."""
 
     def __init__(self, ctx: JobContext) -> None:
         self.ctx = ctx
@@ -43,7 +47,9 @@ class Access:
             assert ctx.job.installation_id is not None
             name = ctx.job.repo.split("/", 1)[1]
             self._token = ctx.github.installation_token(
-                ctx.job.installation_id, repositories=[name]
+                ctx.job.installation_id,
+                repositories=[name],
+                permissions=governance.feedback_permissions(),
             )
             self._client, self._repo = ctx.github.installation_client(self._token), None
         return self._client
@@ -199,7 +205,7 @@ class CheckRunListener:
         if not sha:
             return
         repo = self.access.repo()
-        for run in repo.get_commit(sha).get_check_runs(check_name=self.name):
+        for run in _check_runs(repo, sha, self.name):
             if run.external_id == str(self.ctx.job.id) and run.status != "completed":
                 self.run = run
                 break
@@ -219,6 +225,19 @@ class CheckRunListener:
     def _edit(self, output: dict[str, str]) -> None:
         if self.run is not None:
             self.run.edit(output=output)
+
+
+def _check_runs(repo: Repository, sha: str, name: str) -> PaginatedList[CheckRun]:
+    """The check runs called `name` on `sha`: GET /repos/{owner}/{repo}/commits/{ref}/check-runs
+    needs checks: read only (https://docs.github.com/en/rest/checks/runs#list-check-runs-for-a-git-reference),
+    where PyGithub's repo.get_commit(sha) reads the commit first, which needs contents: read."""
+    return PaginatedList(
+        CheckRun,
+        repo.requester,
+        f"{repo.url}/commits/{quote(sha, safe='')}/check-runs",
+        {"check_name": name},
+        list_item="check_runs",
+    )
 
 
 def authorize_url(ctx: JobContext) -> str:

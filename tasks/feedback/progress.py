@@ -6,7 +6,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from app.core.kinds import Kind, command_of
-from app.github.comments import details
+from app.core.markdown import defang
+from app.github.comments import details, fold
 from app.intake.commands import Command
 from app.store.models import Job, JobState
 from tasks.runner.steps import StepRecord, StepState
@@ -134,8 +135,7 @@ def final_text(
     ran = f"{command_of(job.kind)} from {who(job)} (job #{job.id})"
     more = links(result, extra_links)
     total = sum(s.duration or 0.0 for s in steps)
-    folded = details(f"{len(steps)} steps · {total:.1f} s", "\n".join(step_lines(steps)))
-    folded = folded.replace("```\n", "").replace("\n```", "")  # a list, not a code block
+    folded = fold(f"{len(steps)} steps · {total:.1f} s", "\n".join(step_lines(steps)))
     if state == JobState.SUCCEEDED:
         summary = result_summary(result)
         head = f"{ICONS['succeeded']} **Done**: {ran}{more}" + (f"\n\n{summary}" if summary else "")
@@ -154,7 +154,7 @@ def final_text(
         )
     failed = next((s for s in reversed(steps) if s.state == StepState.FAILED), None)
     where = f" at step **{failed.name}**" if failed else ""
-    error = str(result.get("error") or "it stopped")
+    error = defang(str(result.get("error") or "it stopped"))
     parts = [f"{ICONS['failed']} **Failed**{where}: {ran}{more}", "", error]
     if notes(result):
         parts += ["", notes(result)]
@@ -200,9 +200,14 @@ def conclusion(state: str, result: Mapping[str, Any]) -> str:
 
 def check_output(job: Job, steps: Sequence[StepRecord], title: str, summary: str) -> dict[str, str]:
     """A check run's `output`: title, the status text as summary, each step's output tail."""
-    text = "\n\n".join(
+    blocks = [
         details(f"{s.name} ({s.state})", s.output or s.error or "")
         for s in steps
         if s.output or s.error
-    )
-    return {"title": title[:200], "summary": summary[:LIMIT], "text": text[-LIMIT:]}
+    ]
+    kept: list[str] = []  # whole blocks, the last ones: a fence cut in two lets the log out
+    for block in reversed(blocks):
+        if sum(len(k) + 2 for k in kept) + len(block) > LIMIT:
+            break
+        kept.insert(0, block)
+    return {"title": title[:200], "summary": summary[:LIMIT], "text": "\n\n".join(kept)}

@@ -7,6 +7,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from app.core.markdown import fenced
+
 # `git diff` options that make its output the same whatever config the repository carries
 # (prefixes, external diff drivers, textconv filters, renames, colour, quoted paths).
 DIFF_OPTIONS = (
@@ -198,11 +200,9 @@ def changed_lines(files: Iterable[FileDiff]) -> ChangedLines:
 def suggestion_block(lines: Sequence[str]) -> str:
     """A ```suggestion block whose lines replace the commented lines (none: delete them).
     The fence is longer than any run of backticks inside, as CommonMark allows."""
-    longest = max((len(run) for run in re.findall(r"`+", "\n".join(lines))), default=0)
-    fence = "`" * max(3, longest + 1)
     if not lines:
-        return f"{fence}suggestion\n{fence}"
-    return f"{fence}suggestion\n" + "\n".join(lines) + f"\n{fence}"
+        return "```suggestion\n```"
+    return fenced("\n".join(lines), "suggestion")
 
 
 _BLOCK = re.compile(r"^(`{3,})suggestion[^\n]*\n(.*?)^\1[ \t]*$", re.M | re.S)

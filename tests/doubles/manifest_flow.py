@@ -8,9 +8,16 @@ import re
 from typing import Any
 
 import requests
+from flask import Flask
 
+from app.web.setup import setup_state
 from tests.doubles.github.double import GitHubDouble
 from tests.doubles.github.handlers.manifests import Created, book
+
+
+def setup_path(app: Flask, query: str = "") -> str:
+    """/setup with the setup code the operator read on the console, and `query` (`org=…`)."""
+    return f"/setup?code={setup_state(app).code}" + (f"&{query}" if query else "")
 
 
 def form(page: str) -> tuple[str, dict[str, Any]]:

@@ -22,6 +22,7 @@ from app.web.oauth import resume_jobs
 from app.web.state import onloop
 from tests.doubles.github.double import GitHubDouble
 from tests.doubles.github.settings import SECRET_KEY, settings_for
+from tests.doubles.markdown import code_spans, outside_code
 from tests.doubles.oauth_flow import authorization_revoked, sign_in
 from tests.doubles.payloads import pr_comment
 from tests.doubles.redis_server import RedisServer
@@ -163,6 +164,18 @@ def test_conflict_leaves_the_branch_and_names_the_files(world: World) -> None:
     assert world.double.branch_sha(REPO, "feature") == head and not world.double.pushes
     (result,) = world.user_comments("alice")
     assert "`lib.py`" in result.body and "git rebase origin/main" in result.body
+
+
+def test_conflicting_file_names_are_quoted_as_code(world: World) -> None:
+    """A file name from the PR cannot leave its code span to mention or link anyone."""
+    authorize(world.db, world.double, "alice")
+    name = "a`@mallory`b.py"
+    world.double.commit(REPO, "main", {name: "main\n"}, message="Add on main")
+    world.double.commit(REPO, "feature", {name: "feature\n"}, message="Clash")
+    job = world.wait(world.comment("/agent rebase", "alice"))
+    assert job.state == JobState.FAILED and name in job.result["conflicts"], job.result
+    (result,) = world.user_comments("alice")
+    assert name in code_spans(result.body) and "@mallory" not in outside_code(result.body)
 
 
 def test_read_only_commenter_is_refused(world: World) -> None:

@@ -42,6 +42,17 @@ def _wait_for_port(port: int, proc: subprocess.Popen[str]) -> None:
     raise AssertionError("onloop setup did not listen")
 
 
+def _read_until(proc: subprocess.Popen[str], start: str) -> list[str]:
+    """The lines `proc` prints up to the first that starts with `start`."""
+    assert proc.stdout is not None
+    lines: list[str] = []
+    while not lines or not lines[-1].startswith(start):
+        line = proc.stdout.readline()
+        assert line, "".join(lines)
+        lines.append(line)
+    return lines
+
+
 @pytest.mark.slow
 def test_onloop_setup_serves_the_flow_then_exits(
     github_double: GitHubDouble, tmp_path: Path
@@ -59,13 +70,18 @@ def test_onloop_setup_serves_the_flow_then_exits(
     )
     try:
         _wait_for_port(port, proc)
+        printed = _read_until(proc, "Open ")  # the address with the setup code, on the console
+        url = printed[-1].split()[1]
+        assert url.startswith(f"{public}/setup?code=") and len(url) > len(public) + 30
         browser = requests.Session()
-        page = browser.get(public + "/setup", timeout=10)
+        assert browser.get(public + "/setup", timeout=10).status_code == 403
+        page = browser.get(url, timeout=10)
         assert page.status_code == 200, page.text
         location = submit(*form(page.text))
         assert location.startswith(public + "/setup/callback?")
         assert browser.get(location, timeout=10).status_code == 200
-        out, _ = proc.communicate(timeout=30)
+        rest, _ = proc.communicate(timeout=30)
+        out = "".join(printed) + rest
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -75,7 +91,7 @@ def test_onloop_setup_serves_the_flow_then_exits(
     values = dotenv_values(env_file)
     assert values["ONLOOP_APP_ID"] == str(made.app.id)
     assert len(values["ONLOOP_SECRET_KEY"] or "") >= 40  # generated for the signed state
-    assert f"Open {public}/setup in your browser" in out
+    assert f"Open {url} in your browser" in out
     assert "ONLOOP_CLIENT_SECRET" in out and str(values["ONLOOP_PRIVATE_KEY_PATH"]) in out
     for secret in (made.app.client_secret, made.app.webhook_secret, values["ONLOOP_SECRET_KEY"]):
         assert str(secret) not in out

@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import logging
+import os
+import re
 import stat
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +23,15 @@ from app.core.settings import Settings
 from app.github import manifest
 from app.github.clients import GitHubApp
 from app.web import create_app
-from app.web.setup import SetupOptions, setup_state
+from app.web.setup import SetupOptions, new_code, setup_state
 from tests.doubles.github.double import GitHubDouble
 from tests.doubles.github.handlers.manifests import acting_as
 from tests.doubles.github.settings import settings_for
-from tests.doubles.manifest_flow import created, form, submit
+from tests.doubles.manifest_flow import created, form, setup_path, submit
+from tests.doubles.redis_server import free_port
 
 PUBLIC = "https://onloop.example.com"
+ROOT = Path(__file__).resolve().parents[2]
 UNSET = dict.fromkeys(
     ("app_id", "app_slug", "client_id", "client_secret", "webhook_secret", "private_key_path")
 )
@@ -40,8 +48,8 @@ def setup_app(settings: Settings, env_file: Path, overwrite: bool = False) -> Fl
     return app
 
 
-def run_flow(client: Any, double: GitHubDouble, query: str = "") -> tuple[Any, str]:
-    start = client.get(PUBLIC + "/setup" + query)
+def run_flow(app: Flask, client: Any, double: GitHubDouble, query: str = "") -> tuple[Any, str]:
+    start = client.get(PUBLIC + setup_path(app, query))
     assert start.status_code == 200, start.get_data(as_text=True)
     location = submit(*form(start.get_data(as_text=True)))
     assert location.startswith(f"{PUBLIC}/setup/callback?code=")
@@ -52,7 +60,7 @@ def test_setup_page_posts_onloops_manifest_to_github_with_a_signed_state(
     github_double: GitHubDouble, tmp_path: Path
 ) -> None:
     app = setup_app(fresh_settings(github_double, tmp_path), tmp_path / ".env")
-    page = app.test_client().get(PUBLIC + "/setup")
+    page = app.test_client().get(PUBLIC + setup_path(app))
     assert page.status_code == 200
     assert "onloop_setup=" in page.headers["Set-Cookie"]
     action, body = form(page.get_data(as_text=True))
@@ -90,12 +98,12 @@ def test_org_variant_posts_to_the_organisations_page(
 ) -> None:
     app = setup_app(fresh_settings(github_double, tmp_path), tmp_path / ".env")
     client = app.test_client()
-    page = client.get(PUBLIC + "/setup?org=octo-org")
+    page = client.get(PUBLIC + setup_path(app, "org=octo-org"))
     action, body = form(page.get_data(as_text=True))
     assert action.startswith(f"{github_double.url}/organizations/octo-org/settings/apps/new?state=")
     assert body["name"] == "onloop-octo-org"
-    assert client.get(PUBLIC + "/setup?org=../evil").status_code == 400
-    page, _ = run_flow(client, github_double, "?org=octo-org&name=Agents%20Inc")
+    assert client.get(PUBLIC + setup_path(app, "org=../evil")).status_code == 400
+    page, _ = run_flow(app, client, github_double, "org=octo-org&name=Agents%20Inc")
     assert page.status_code == 200, page.get_data(as_text=True)
     assert created(github_double).app.owner == "octo-org"
     assert created(github_double).app.slug == "agents-inc"
@@ -113,7 +121,7 @@ def test_callback_converts_the_code_and_writes_env_and_a_0600_key(
     env_file.write_text("# mine\nONLOOP_PUBLIC_URL=https://onloop.example.com\nOTHER='kept'\n")
     app = setup_app(fresh_settings(github_double, tmp_path), env_file)
     client = app.test_client()
-    page, _ = run_flow(client, github_double)
+    page, _ = run_flow(app, client, github_double)
     text = page.get_data(as_text=True)
     assert page.status_code == 200, text
     made = created(github_double)
@@ -155,7 +163,7 @@ def test_existing_values_are_not_overwritten_and_the_code_is_not_spent(
     env_file = tmp_path / ".env"
     app = setup_app(fresh_settings(github_double, tmp_path), env_file)
     client = app.test_client()
-    start = client.get(PUBLIC + "/setup")
+    start = client.get(PUBLIC + setup_path(app))
     location = submit(*form(start.get_data(as_text=True)))
     env_file.write_text("ONLOOP_CLIENT_SECRET=already-here\n")  # configured meanwhile
     page = client.get(location)
@@ -175,7 +183,7 @@ def test_overwrite_when_asked_replaces_each_value_once(
     env_file.write_text("ONLOOP_APP_ID=1\nexport ONLOOP_APP_ID=2\nONLOOP_LOG_LEVEL=DEBUG\n")
     (tmp_path / "onloop-onloop.private-key.pem").write_text("old key\n")
     app = setup_app(fresh_settings(github_double, tmp_path), env_file, overwrite=True)
-    page, _ = run_flow(app.test_client(), github_double)
+    page, _ = run_flow(app, app.test_client(), github_double)
     assert page.status_code == 200, page.get_data(as_text=True)
     lines = env_file.read_text().splitlines()
     assert [line for line in lines if "ONLOOP_APP_ID" in line] == [
@@ -191,7 +199,7 @@ def test_callback_refuses_a_forged_state_or_another_browser(
     env_file = tmp_path / ".env"
     app = setup_app(fresh_settings(github_double, tmp_path), env_file)
     victim = app.test_client()
-    location = submit(*form(app.test_client().get(PUBLIC + "/setup").get_data(as_text=True)))
+    location = submit(*form(app.test_client().get(PUBLIC + setup_path(app)).get_data(as_text=True)))
     assert victim.get(location).status_code == 400  # started in the attacker's browser
     code = location.split("code=")[1].split("&")[0]
     assert victim.get(f"{PUBLIC}/setup/callback?code={code}&state=forged").status_code == 400
@@ -206,18 +214,55 @@ def test_a_code_github_does_not_know_writes_nothing(
     env_file = tmp_path / ".env"
     app = setup_app(fresh_settings(github_double, tmp_path), env_file)
     client = app.test_client()
-    _, location = run_flow(client, github_double)  # converts the code once
+    _, location = run_flow(app, client, github_double)  # converts the code once
     env_file.unlink()
     for path in tmp_path.glob("*.pem"):
         path.unlink()
     setup_state(app).done.clear()
-    action, _ = form(client.get(PUBLIC + "/setup").get_data(as_text=True))
+    setup_state(app).code = new_code()  # as after a restart, which prints a new one
+    action, _ = form(client.get(PUBLIC + setup_path(app)).get_data(as_text=True))
     code = location.split("code=")[1].split("&")[0]
     state = action.split("state=", 1)[1]
     again = client.get(f"{PUBLIC}/setup/callback?code={code}&state={state}")  # spent code
     assert again.status_code == 502
     assert "GitHub answered 404" in again.get_data(as_text=True)
     assert not env_file.exists() and not list(tmp_path.glob("*.pem"))
+
+
+def test_setup_without_the_console_code_is_refused(
+    github_double: GitHubDouble, tmp_path: Path
+) -> None:
+    """Whoever reaches an unconfigured onloop first may not make it their App's."""
+    env_file = tmp_path / ".env"
+    app = setup_app(fresh_settings(github_double, tmp_path), env_file)
+    client = app.test_client()
+    for path in ("/setup", "/setup?code=", "/setup?code=guess", "/setup?org=octo-org"):
+        page = client.get(PUBLIC + path)
+        text = page.get_data(as_text=True)
+        assert page.status_code == 403, (path, text)
+        assert "printed on its console" in text and "manifest-form" not in text
+        assert "Set-Cookie" not in page.headers and setup_state(app).code not in text
+    assert client.get(PUBLIC + setup_path(app)).status_code == 200
+    assert not env_file.exists() and not github_double.calls("POST", "/app-manifests/")
+
+
+def test_the_code_completes_one_setup_and_a_new_code_voids_old_pages(
+    github_double: GitHubDouble, tmp_path: Path
+) -> None:
+    env_file = tmp_path / ".env"
+    app = setup_app(fresh_settings(github_double, tmp_path), env_file, overwrite=True)
+    client = app.test_client()
+    code = setup_state(app).code
+    location = submit(*form(client.get(PUBLIC + setup_path(app)).get_data(as_text=True)))
+    setup_state(app).code = new_code()  # onloop restarted meanwhile: the old page is void
+    refused = client.get(location)
+    assert refused.status_code == 403 and not env_file.exists()
+    assert not github_double.calls("POST", "/app-manifests/")
+    page, _ = run_flow(app, client, github_double)
+    assert page.status_code == 200 and env_file.exists()
+    setup_state(app).done.clear()  # even were it not done, the code is spent
+    assert client.get(f"{PUBLIC}/setup?code={code}").status_code == 403
+    assert client.get(f"{PUBLIC}/setup?code={setup_state(app).code}").status_code == 403
 
 
 def test_setup_is_closed_once_an_app_is_configured(
@@ -227,12 +272,12 @@ def test_setup_is_closed_once_an_app_is_configured(
     setup_state(app).options = SetupOptions(env_file=tmp_path / ".env")
     assert app.test_client().get(PUBLIC + "/setup").status_code == 404
     unkeyed = setup_app(fresh_settings(github_double, tmp_path, secret_key=None), tmp_path / "e")
-    assert unkeyed.test_client().get(PUBLIC + "/setup").status_code == 503
+    assert unkeyed.test_client().get(PUBLIC + setup_path(unkeyed)).status_code == 503
 
 
 def test_the_double_converts_a_code_once(github_double: GitHubDouble, tmp_path: Path) -> None:
     app = setup_app(fresh_settings(github_double, tmp_path), tmp_path / ".env")
-    location = submit(*form(app.test_client().get(PUBLIC + "/setup").get_data(as_text=True)))
+    location = submit(*form(app.test_client().get(PUBLIC + setup_path(app)).get_data(as_text=True)))
     code = location.split("code=")[1].split("&")[0]
     url = f"{github_double.api_url}/app-manifests/{code}/conversions"
     first = requests.post(url, timeout=10)
@@ -253,3 +298,48 @@ def test_update_env_values_read_back_the_same(tmp_path: Path, value: str) -> Non
     manifest.update_env(env_file, {"B": value})
     manifest.update_env(env_file, {"A": "2"})
     assert dotenv_values(env_file) == {"A": "2", "B": value}
+
+
+@pytest.mark.slow
+def test_onloop_dev_prints_the_setup_address_to_open(tmp_path: Path) -> None:
+    """The README's first run: `onloop dev` with no App says on the console what to open."""
+    port = free_port()
+    public = f"http://127.0.0.1:{port}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ONLOOP_")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "dev", "--bind", f"127.0.0.1:{port}"],
+        cwd=tmp_path,
+        env=env | {"ONLOOP_PUBLIC_URL": public, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines: list[str] = []
+    assert proc.stdout is not None
+    threading.Thread(target=lambda: lines.extend(proc.stdout or ()), daemon=True).start()
+    try:
+        deadline = time.monotonic() + 60
+        while not (urls := re.findall(rf"open ({public}/setup\?code=\S+)", "".join(lines))):
+            assert proc.poll() is None and time.monotonic() < deadline, "".join(lines)
+            time.sleep(0.2)
+        (url,) = urls
+        while not _answers(public + "/readyz"):
+            assert proc.poll() is None and time.monotonic() < deadline, "".join(lines)
+            time.sleep(0.2)
+        assert "The /setup address printed next creates the App." in "".join(lines)
+        assert requests.get(public + "/setup", timeout=10).status_code == 403
+        page = requests.get(url, timeout=10)
+        assert page.status_code == 200 and "manifest-form" in page.text, page.text
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def _answers(url: str) -> bool:
+    try:
+        return requests.get(url, timeout=1).status_code == 200
+    except requests.ConnectionError:
+        return False
