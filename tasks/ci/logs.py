@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from app.core.markdown import fenced, inline_code
 from tasks.ci.parsers import PARSERS
 
 # Each line of a job log (GET /repos/{owner}/{repo}/actions/jobs/{job_id}/logs) starts with
@@ -35,13 +36,10 @@ class LogExcerpt:
 
     def markdown(self, job: str | None = None) -> str:
         """A Markdown section for TASK.md / the agent: the step and the lines, fenced."""
-        fence = "```"
-        while fence in self.text:
-            fence += "`"
-        where = f"job `{job}`" if job else "the job"
-        step = f", step `{self.failing_step}`" if self.failing_step else ""
+        where = f"job {inline_code(job)}" if job else "the job"
+        step = f", step {inline_code(self.failing_step)}" if self.failing_step else ""
         tool = f" ({self.tool} output)" if self.tool else " (last lines)"
-        return f"Failing in {where}{step}{tool}:\n\n{fence}text\n{self.text}\n{fence}\n"
+        return f"Failing in {where}{step}{tool}:\n\n{fenced(self.text, 'text')}\n"
 
 
 def clean(log_text: str) -> list[str]:
