@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
@@ -21,6 +22,7 @@ from app.core.settings import REQUIRED_FOR_SERVICE, Settings, load_settings
 from app.github.clients import GitHubApp
 from app.github.transport import fail_fast
 from app.intake.events import sign
+from app.intake.freshness import refreshed
 from app.store import migrate
 from app.store.db import Database
 from tasks.queue.redeliver import redeliver_missed
@@ -76,12 +78,22 @@ def dev(bind: str) -> None:
 @click.option("--event", "event_name", required=True, help="the X-GitHub-Event name")
 @click.option("--url", default=None, help="default: ONLOOP_PUBLIC_URL/webhooks/github")
 @click.option("--delivery", default=None, help="the X-GitHub-Delivery GUID (default: new)")
-def replay(file: Path, event_name: str, url: str | None, delivery: str | None) -> None:
-    """Send a signed webhook delivery from a JSON file."""
+@click.option(
+    "--fresh",
+    is_flag=True,
+    help="stamp the current time on the comment or label first (a recorded one is old)",
+)
+def replay(file: Path, event_name: str, url: str | None, delivery: str | None, fresh: bool) -> None:
+    """Send a signed webhook delivery from a JSON file, as is.
+
+    A comment or label older than ONLOOP_MAX_EVENT_AGE (default an hour) starts no work: the
+    server answers 204 and records it as stale. Use --fresh to replay one as if just made."""
     settings = settings_or_exit(("webhook_secret",))
     assert settings.webhook_secret is not None
     body = file.read_bytes()
-    json.loads(body)  # fail here, not on the server, when the file is not JSON
+    data = json.loads(body)  # fail here, not on the server, when the file is not JSON
+    if fresh and isinstance(data, dict):
+        body = json.dumps(refreshed(data, event_name, datetime.now(UTC))).encode()
     target = url or settings.public_url.rstrip("/") + "/webhooks/github"
     headers = {
         "Content-Type": "application/json",

@@ -62,6 +62,9 @@ class Settings(BaseSettings):
     # Not in the design's table, but named the same way.
     fix_label: str = "agent:fix"
     max_body_bytes: int = 25 * 1024 * 1024
+    # Seconds: a comment or label delivery whose act is older starts no work (a replayed body
+    # under a fresh GUID, or GitHub's redelivery after a long outage); app.intake.freshness.
+    max_event_age: int = Field(default=3600, ge=60)
     job_time_limit: int = Field(default=3600, ge=60)
     job_lease_seconds: int = Field(default=60, ge=2)  # a dead worker's job is run again after
     dispatch_interval: float = 1.0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypedDict, cast
@@ -23,6 +25,18 @@ class CommandParams(TypedDict, total=False):
     head_repo_id: int | None
     find_prs: bool  # a fork's run lists no PR: the worker finds it by head sha
     default_branch: bool  # the run failed on the default branch, not on a PR
+    # fix_issue: the issue as it read when it was labelled (`issue_digest` of its text)
+    issue_updated_at: str
+    issue_sha256: str
+
+
+def issue_digest(title: str | None, body: str | None) -> str:
+    """The sha256 of an issue's title and body, which pins the text a person acted on.
+
+    Line endings are normalised (the web editor sends CRLF) and the pair is JSON-encoded, so
+    that no split of the same characters between title and body gives the same digest."""
+    text = [(part or "").replace("\r\n", "\n").strip() for part in (title, body)]
+    return hashlib.sha256(json.dumps(text).encode()).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from app.intake.commands import (
     CommandParams,
     InstallationChange,
     RevokeAuthorization,
+    issue_digest,
 )
 from app.intake.events import Event
 from app.intake.payloads import Repository, Run, User
@@ -42,6 +43,9 @@ class Ignored(StrEnum):
     # Found by `record`, not `explain`: no token can be minted for such an installation.
     UNINSTALLED = "ignored: onloop was uninstalled from this account"
     SUSPENDED = "ignored: onloop's installation is suspended"
+    # Found by `record`, which has a clock (app.intake.freshness): a replayed body, or one
+    # delivered after ONLOOP_MAX_EVENT_AGE.
+    STALE_EVENT = "ignored: the comment or label is older than ONLOOP_MAX_EVENT_AGE"
     # `record`'s answer to a GUID it has recorded before.
     DUPLICATE = "duplicate delivery"
 
@@ -86,7 +90,13 @@ def _issue_labeled(event: Event, config: RepoConfig, kinds: Kinds) -> Action | I
     number = issue.get("number")
     if number is None:
         return Ignored.NO_NUMBER
-    return Command(kind=Kind.FIX_ISSUE, numbers=(number,), **_base(event))
+    # The payload's issue is the issue as it read when it was labelled: the job works on that
+    # text or on none (tasks/blueprints/fix_issue.py compares the digest).
+    params: CommandParams = {
+        "issue_updated_at": issue.get("updated_at", ""),
+        "issue_sha256": issue_digest(issue.get("title"), issue.get("body")),
+    }
+    return Command(kind=Kind.FIX_ISSUE, numbers=(number,), params=params, **_base(event))
 
 
 def parse_command(body: str) -> tuple[str, str] | None:

@@ -48,6 +48,9 @@ class IssuePullRequest(TypedDict, total=False):
 class Issue(TypedDict, total=False):
     number: int
     state: str  # "open", "closed"
+    title: str
+    body: str  # null when empty: reads as absent
+    updated_at: str  # ISO 8601; an `issues.labeled` payload has the labelling's time
     pull_request: IssuePullRequest
 
 
@@ -59,6 +62,7 @@ class Comment(TypedDict, total=False):
     id: int
     body: str
     user: User
+    created_at: str  # ISO 8601
 
 
 class App(TypedDict, total=False):

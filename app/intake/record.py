@@ -11,6 +11,7 @@ from app.core.kinds import KINDS, Kinds, sandboxed
 from app.intake.commands import CancelStale, Command, InstallationChange, RevokeAuthorization
 from app.intake.decide import Action, Ignored, explain
 from app.intake.events import Event
+from app.intake.freshness import is_stale
 from app.policy.repo_config import ConfigError, RepoConfig, parse_repo_config
 from app.store.db import Database
 from app.store.fastsql import Sql
@@ -120,10 +121,12 @@ def record(
     default_label: str,
     own_app_id: int | None = None,
     kinds: Kinds = KINDS,
+    max_event_age: float | None = None,
 ) -> IntakeResult:
     """Decide and record in one transaction, committed before this returns (group commit:
-    concurrent requests share a transaction); the same GUID twice is one delivery."""
-    work = partial(_record, db.sql, event, default_label, own_app_id, kinds)
+    concurrent requests share a transaction); the same GUID twice is one delivery. A comment
+    or label older than `max_event_age` seconds makes no job (app.intake.freshness)."""
+    work = partial(_record, db.sql, event, default_label, own_app_id, kinds, max_event_age)
     try:
         return db.group_commit.run(work)
     except db.engine.dialect.loaded_dbapi.IntegrityError:
@@ -131,10 +134,19 @@ def record(
 
 
 def _record(
-    sql: Sql, event: Event, default_label: str, own_app_id: int | None, kinds: Kinds, cur: Cursor
+    sql: Sql,
+    event: Event,
+    default_label: str,
+    own_app_id: int | None,
+    kinds: Kinds,
+    max_event_age: float | None,
+    cur: Cursor,
 ) -> IntakeResult:
     config = cached_config(sql, cur, event.repo, default_label)
     decision: Action | Ignored = explain(event, config, own_app_id, kinds)
+    if isinstance(decision, Command) and max_event_age is not None:
+        if is_stale(event, utcnow(), max_event_age):
+            decision = Ignored.STALE_EVENT
     if isinstance(decision, Command):
         decision = _unless_gone(sql, cur, decision)
     outcome: str

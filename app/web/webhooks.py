@@ -46,7 +46,12 @@ def github() -> Response:
     # Every line of this request, onloop's and the libraries', carries the delivery's GUID.
     with structlog.contextvars.bound_contextvars(delivery_guid=event.delivery_guid):
         result = record(
-            state.db, event, state.settings.fix_label, state.settings.app_id, state.kinds
+            state.db,
+            event,
+            state.settings.fix_label,
+            state.settings.app_id,
+            state.kinds,
+            state.settings.max_event_age,
         )
         state.metrics.delivery(event.name, str(result.status))
         if result.status != 200 and (event.name, event.action) == ("pull_request", "closed"):

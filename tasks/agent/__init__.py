@@ -9,6 +9,7 @@ from tasks.agent.base import (
     AgentTask,
     Budget,
     Finding,
+    Quoted,
     Stop,
     task_markdown,
 )
@@ -21,6 +22,7 @@ __all__ = [
     "AgentTask",
     "Budget",
     "Finding",
+    "Quoted",
     "Stop",
     "budget_from",
     "config_problems",

@@ -12,6 +12,7 @@ from types import MappingProxyType
 from typing import Protocol
 
 from app.core.kinds import Kind
+from app.core.markdown import fence_for, fenced
 from tasks.sandbox.base import Sandbox
 
 # The kinds an agent works on, each with its instructions in prompts/<kind>.md.
@@ -45,13 +46,26 @@ class Budget:
 
 
 @dataclass(frozen=True)
+class Quoted:
+    """Text onloop did not write (an issue, a pull request's description or diff, a comment, a
+    CI log): the agent gets it as quoted data under a fixed instruction, never as instructions.
+    `source` is onloop's own words for what it is; `text` is never read as Markdown."""
+
+    source: str  # e.g. "the issue's title and body, as they read when it was labelled"
+    text: str
+    info: str = "text"  # the fence's info string: text, diff, markdown
+
+
+@dataclass(frozen=True)
 class AgentTask:
-    """What the agent is asked to do. `body` is Markdown (issue text, CI excerpt, conflicts)."""
+    """What the agent is asked to do. `title` and `body` are onloop's own words (Markdown);
+    everything a person or a repository wrote goes in `quoted`."""
 
     kind: Kind  # one of AGENT_KINDS
     title: str
     body: str
     read_only: bool = False  # only read_file, list_files, comment, finish
+    quoted: tuple[Quoted, ...] = ()
 
     @property
     def is_read_only(self) -> bool:
@@ -97,7 +111,8 @@ class Agent(Protocol):
 
 
 # What the agent is told: GENERAL first (the system message), then the instructions for the
-# task's kind before the task's own title and body. Markdown files in prompts/, read once.
+# task's kind before the task's own title and body, then the quoted text, each block under
+# QUOTED. Markdown files in prompts/, read once.
 _PROMPTS = importlib.resources.files("tasks.agent") / "prompts"
 
 
@@ -107,6 +122,7 @@ def _prompt(name: str) -> str:
 
 GENERAL = _prompt("general")
 INSTRUCTIONS: Mapping[Kind, str] = MappingProxyType({kind: _prompt(kind) for kind in AGENT_KINDS})
+QUOTED = _prompt("quoted")  # `{source}` and `{length}` are filled in for each block
 
 
 def instructions(task: AgentTask) -> str:
@@ -114,9 +130,19 @@ def instructions(task: AgentTask) -> str:
     return INSTRUCTIONS.get(task.kind, "Do the task described below.")
 
 
+def quote(block: Quoted) -> str:
+    """One block of someone else's text: the fixed instruction, then the text in a fence
+    longer than any run of backticks in it, so nothing in it can close the block early."""
+    length = str(len(fence_for(block.text)))
+    told = QUOTED.replace("{source}", block.source).replace("{length}", length)
+    return f"{told}\n\n{fenced(block.text.rstrip(chr(10)), block.info)}"
+
+
 def task_markdown(task: AgentTask) -> str:
     """The task as one Markdown document (TASK.md for a command agent, the first message)."""
-    return f"# {task.title}\n\n{instructions(task)}\n\n{task.body.rstrip()}\n"
+    parts = [f"# {task.title}", instructions(task), task.body.rstrip()]
+    parts += [quote(block) for block in task.quoted]
+    return "\n\n".join(part for part in parts if part) + "\n"
 
 
 class Transcript:

@@ -11,7 +11,7 @@ from github.Repository import Repository
 
 from app.core.kinds import Kind
 from app.github.comments import details, upsert_comment
-from tasks.agent import AgentTask
+from tasks.agent import AgentTask, Quoted
 from tasks.blueprints import Step, run_steps
 from tasks.blueprints.change import STEPS as CHANGE_STEPS
 from tasks.blueprints.change import Change, ChangeOutcome, make_change
@@ -107,12 +107,19 @@ def _read_failures(state: FixCI) -> str | None:
 
 def _change(state: FixCI) -> None:
     """The fix itself, in a sandbox on the head commit (its own recorded steps)."""
-    title = f"Make the failing checks pass on `{state.branch}`"
-    body = state.excerpt or "No CI log was found; run the repository's checks and fix them."
+    title = "Make the failing checks pass"
     names = ", ".join(f.name for f in state.failures) or "checks"
+    # The log is the output of the head's own code (job and step names too): data.
+    quoted = (Quoted("what the failing CI jobs printed", state.excerpt, "markdown"),)
+    task = AgentTask(
+        Kind.FIX_CI, title, f"{title} on the commit checked out in /workspace.", quoted=quoted
+    )
+    if not state.excerpt:
+        no_log = "No CI log was found; run the repository's checks and fix them."
+        task = AgentTask(Kind.FIX_CI, title, no_log)
     state.change = make_change(
         state.work,
-        AgentTask(Kind.FIX_CI, title, f"{title}.\n\nThe failing CI jobs said:\n\n{body}"),
+        task,
         rev=state.head_sha,
         branch=state.branch,
         refs=state.fetch_refs,

@@ -9,7 +9,8 @@ from github.Issue import Issue
 from github.PullRequest import PullRequest
 
 from app.core.kinds import Kind
-from tasks.agent import AgentTask
+from app.intake.commands import issue_digest
+from tasks.agent import AgentTask, Quoted
 from tasks.blueprints import Step, run_steps
 from tasks.blueprints.change import STEPS as CHANGE_STEPS
 from tasks.blueprints.change import Change, ChangeOutcome, configured_agent, make_change
@@ -23,6 +24,12 @@ NO_AGENT = (
     "set `ONLOOP_AGENT=openai` with `ONLOOP_AGENT_BASE_URL`, `ONLOOP_AGENT_MODEL` and "
     "`ONLOOP_AGENT_API_KEY`, or `ONLOOP_AGENT=command` with `ONLOOP_AGENT_COMMAND`, then "
     "remove and add the label again."
+)
+
+
+# What the job says (in its status comment) when the issue is not what the labeller saw.
+CHANGED = (
+    "the issue changed after it was labelled; remove and re-add the label to fix it as it reads now"
 )
 
 
@@ -72,6 +79,26 @@ def _open_or_update(state: FixIssue) -> PullRequest:
     return pr
 
 
+def _as_labelled(ctx: JobContext, work: Work, issue: Issue) -> str:
+    """What the step says when the issue reads as it did when it was labelled; otherwise
+    JobFailed, whose message asks for the label again: the job may run hours after the
+    label (waiting for a sign-in, queued behind the caps), and the text must not have been
+    rewritten into other instructions in between.
+
+    The digest decides, not `updated_at`: GitHub moves an issue's `updated_at` for a new label
+    or comment too (the label event's own payload already has the labelling's time,
+    https://docs.github.com/en/webhooks/webhook-events-and-payloads#issues), and it has
+    one-second resolution, so an edit in the labelling's second keeps it. The issue is read
+    here anyway, so comparing its text costs no extra request. A job without a recorded
+    digest (recorded before onloop kept one) is treated as changed."""
+    pinned = ctx.params.get("issue_sha256")
+    if pinned and issue_digest(issue.title, issue.body) == pinned:
+        return f"unchanged since the label ({ctx.params.get('issue_updated_at') or 'time unknown'})"
+    # Said in the job's status comment, which onloop keeps as the one comment for a job's
+    # notices (app.github.comments.family), as NO_AGENT is.
+    raise JobFailed(CHANGED, outcome="issue_changed")
+
+
 AFTER: list[Step[FixIssue]] = [Step("push", _push), Step("pr", _open_pr)]
 
 
@@ -79,6 +106,7 @@ def run_fix_issue(ctx: JobContext) -> dict[str, Any]:
     ctx.plan = [
         "policy",
         "authorization",
+        "issue",
         "branch",
         *(s.name for s in CHANGE_STEPS),
         *(s.name for s in AFTER),
@@ -89,15 +117,22 @@ def run_fix_issue(ctx: JobContext) -> dict[str, Any]:
         raise JobFailed(NO_AGENT, outcome="no_agent")
     assert ctx.job.number is not None
     issue = work.repo.get_issue(ctx.job.number)
+    with ctx.step("issue") as record:
+        record.output = _as_labelled(ctx, work, issue)
     base_sha = work.repo.get_branch(work.repo.default_branch).commit.sha
     ctx.head_sha = base_sha
     state = FixIssue(work, issue, base_sha, f"onloop/issue-{issue.number}")
     with ctx.step("branch") as record:
         state.lease = work.branch_lease(state.branch, "remove and add the label again")
         record.output = f"replacing {state.lease[:12]}" if state.lease else "new branch"
+    text = Quoted(
+        f"the title and body of issue #{issue.number}, as they read when @{work.login} labelled it",
+        f"# {issue.title}\n\n{issue.body or ''}",
+        "markdown",
+    )
     state.change = make_change(
         work,
-        AgentTask(Kind.FIX_ISSUE, issue.title, f"# {issue.title}\n\n{issue.body or ''}"),
+        AgentTask(Kind.FIX_ISSUE, f"Fix issue #{issue.number}", "", quoted=(text,)),
         rev=base_sha,
         branch=state.branch,
         subject=f"Fix #{issue.number}: {issue.title}"[:72],

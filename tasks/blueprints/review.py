@@ -8,9 +8,9 @@ from typing import Any
 from sqlalchemy import update
 
 from app.core.kinds import Kind
-from app.core.markdown import defang, fenced
+from app.core.markdown import defang
 from app.store.models import Job
-from tasks.agent import AgentConfigError, AgentTask, budget_from, get_agent
+from tasks.agent import AgentConfigError, AgentTask, Quoted, budget_from, get_agent
 from tasks.blueprints import Step, run_steps
 from tasks.blueprints.common import begin, installation_repo
 from tasks.blueprints.pulls import PullRef
@@ -86,13 +86,20 @@ def _agent(state: Review) -> str | None:
         return state.agent_note
     if agent is None:
         return "no agent configured"
-    body = (
-        f"{state.pr.body or ''}\n\nThe pull request changes these files: "
-        + ", ".join(f"`{p}`" for p in state.changed.paths)
-        + "\n\n"
-        + fenced(state.diff[:MAX_DIFF_FOR_AGENT], "diff")
+    number, author = state.pr.number, state.pr.user.login
+    # The title, description, file names and diff are all the PR author's words: data.
+    quoted = (
+        Quoted(
+            f"the title and description of pull request #{number}, written by @{author}",
+            f"# {state.pr.title}\n\n{state.pr.body or ''}",
+            "markdown",
+        ),
+        Quoted("the files the pull request changes, one per line", "\n".join(state.changed.paths)),
+        Quoted("the pull request's diff", state.diff[:MAX_DIFF_FOR_AGENT], "diff"),
     )
-    task = AgentTask(Kind.REVIEW_PR, f"#{state.pr.number}: {state.pr.title}", body, read_only=True)
+    task = AgentTask(
+        Kind.REVIEW_PR, f"Review pull request #{number}", "", read_only=True, quoted=quoted
+    )
     result = agent.run(state.box, task, budget_from(state.ctx.settings), state.ctx.cancel)
     if state.ctx.cancel.is_set():
         raise Cancelled()

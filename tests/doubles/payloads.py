@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import itertools
+import time
 from typing import Any
 
+from tests.doubles.github.api import iso
 from tests.doubles.github.double import GitHubDouble
 from tests.doubles.webhooks import load_fixture
 
@@ -61,7 +63,16 @@ def issue_labeled(
     data["installation"] = {"id": _installation_id(double, repo)}
     data["sender"] = _sender(double, user)
     data["label"]["name"] = label
-    data["issue"].update(number=number, state="open", user=_sender(double, user))
+    # The issue as it reads at the label, as GitHub sends it (labelling sets `updated_at`).
+    issue = double.issue(repo, number)
+    data["issue"].update(
+        number=number,
+        state="open",
+        user=_sender(double, issue.user),
+        title=issue.title,
+        body=issue.body,
+        updated_at=iso(time.time()),
+    )
     data["issue"].pop("pull_request", None)
     return data
 

@@ -6,12 +6,14 @@ import copy
 import json
 import os
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import text
 
 from app.intake.events import sign
+from app.intake.freshness import refreshed
 from app.store.db import Database
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,8 +61,14 @@ def signed_headers(body: bytes, event: str, guid: str | None = None) -> dict[str
     }
 
 
-def deliver(client: Any, event: str, payload: dict[str, Any], guid: str | None = None) -> Any:
-    """POST a signed delivery through the Flask test client."""
+def deliver(
+    client: Any, event: str, payload: dict[str, Any], guid: str | None = None, *, fresh: bool = True
+) -> Any:
+    """POST a signed delivery through the Flask test client. The fixtures were recorded years
+    ago, so a comment's or label's time is stamped `now` first (onloop ignores old ones),
+    unless `fresh` is False."""
+    if fresh:
+        payload = refreshed(payload, event, datetime.now(UTC))
     body = json.dumps(payload).encode()
     return client.post("/webhooks/github", data=body, headers=signed_headers(body, event, guid))
 

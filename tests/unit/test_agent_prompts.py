@@ -23,4 +23,4 @@ def test_each_agent_kind_is_told_its_own_file() -> None:
 
 def test_the_general_prompt_is_its_file_and_every_file_is_used() -> None:
     assert GENERAL == text("general") and GENERAL.startswith("You work in a checkout")
-    assert {p.stem for p in PROMPTS.glob("*.md")} == {"general", *AGENT_KINDS}
+    assert {p.stem for p in PROMPTS.glob("*.md")} == {"general", "quoted", *AGENT_KINDS}

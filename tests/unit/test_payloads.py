@@ -176,7 +176,7 @@ def test_what_is_ignored_says_why() -> None:
 def test_read_payload_keeps_only_known_fields_of_the_right_type() -> None:
     data = {
         "action": "labeled",
-        "issue": {"number": 3, "title": "kept out", "pull_request": {"url": 5}},
+        "issue": {"number": 3, "milestone": "kept out", "pull_request": {"url": 5}},
         "sender": {"id": True, "login": "alice", "type": 4},
         "repositories": [{"full_name": "o/r"}, "o/s", {"full_name": 6}],
         "unknown": {"a": 1},
