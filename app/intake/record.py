@@ -30,6 +30,7 @@ JOB = (
     " ON CONFLICT DO NOTHING RETURNING id"
 )
 LIVE_JOB = "SELECT id FROM jobs WHERE live_key = %s"
+ASKED_AGAIN = "SELECT 1 FROM redelivery_requests WHERE guid = %s"
 OUTBOX = "INSERT INTO outbox (job_id, created_at, publish_attempts) VALUES (%s, %s, 0)"
 INSTALLATION = "SELECT repositories, suspended FROM installations WHERE id = %s"
 NEW_INSTALLATION = (
@@ -145,7 +146,7 @@ def _record(
     config = cached_config(sql, cur, event.repo, default_label)
     decision: Action | Ignored = explain(event, config, own_app_id, kinds)
     if isinstance(decision, Command) and max_event_age is not None:
-        if is_stale(event, utcnow(), max_event_age):
+        if is_stale(event, utcnow(), max_event_age) and not _asked_again(sql, cur, event):
             decision = Ignored.STALE_EVENT
     if isinstance(decision, Command):
         decision = _unless_gone(sql, cur, decision)
@@ -163,6 +164,13 @@ def _record(
     if not rows:
         return IntakeResult(200, Ignored.DUPLICATE)  # this request has written nothing
     return _apply(sql, cur, decision, int(rows[0][0]), kinds)
+
+
+def _asked_again(sql: Sql, cur: Cursor, event: Event) -> bool:
+    """Whether onloop itself asked GitHub to redeliver this GUID (tasks.queue.redeliver): a
+    redelivery after an outage is old but wanted; a captured body under a new GUID is not."""
+    cur.execute(sql(ASKED_AGAIN), (event.delivery_guid,))
+    return cur.fetchone() is not None
 
 
 def _apply(

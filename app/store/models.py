@@ -56,6 +56,17 @@ class Delivery(Base):
     received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
+class RedeliveryRequest(Base):
+    """A delivery onloop asked GitHub to send again: GitHub keeps its GUID
+    (https://docs.github.com/en/webhooks/webhook-events-and-payloads#delivery-headers), so
+    intake lets it through the event-age check, which it would otherwise fail after an outage."""
+
+    __tablename__ = "redelivery_requests"
+
+    guid: Mapped[str] = mapped_column(String(64), primary_key=True)
+    requested_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
 class Installation(Base):
     """A GitHub App installation, kept from installation events."""
 

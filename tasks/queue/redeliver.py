@@ -11,7 +11,7 @@ from app.core.settings import Settings
 from app.core.timeutil import parse_time
 from app.github.clients import GitHubApp
 from app.store.db import Database
-from app.store.models import Delivery
+from app.store.models import Delivery, RedeliveryRequest, utcnow
 
 log = get_logger("onloop.redeliver")
 
@@ -40,10 +40,19 @@ def missed_deliveries(github: GitHubApp, db: Database, since: datetime) -> dict[
     return {guid: latest[guid][1] for guid in sorted(candidates - known)}
 
 
+def note_request(db: Database, delivery_guid: str) -> None:
+    """Remember that onloop asked for `delivery_guid` again, before asking: its body keeps the
+    old time of the act, and intake lets only such GUIDs past the event-age check."""
+    with db.transaction() as s:
+        if s.get(RedeliveryRequest, delivery_guid) is None:
+            s.add(RedeliveryRequest(guid=delivery_guid, requested_at=utcnow()))
+
+
 def redeliver_missed(github: GitHubApp, db: Database, since: datetime) -> list[str]:
     """Request a redelivery for each missed delivery; returns their GUIDs."""
     missed = missed_deliveries(github, db, since)
     for delivery_guid, hook_attempt_id in missed.items():
+        note_request(db, delivery_guid)
         github.redeliver(hook_attempt_id)
         log.info(
             "delivery.redelivery_requested",

@@ -7,9 +7,11 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from sqlalchemy import select
+
 from app.github.clients import GitHubApp
 from app.store.db import Database
-from app.store.models import Delivery
+from app.store.models import Delivery, RedeliveryRequest
 from tasks.queue.redeliver import redeliver_missed
 from tests.doubles.github.double import GitHubDouble
 from tests.doubles.github.settings import settings_for
@@ -43,3 +45,6 @@ def test_only_missed_unrecorded_deliveries_are_redelivered(
     by_id = {d.id: d.guid for d in github_double.deliveries}
     assert sorted(by_id[i] for i in github_double.redeliveries) == ["missed", "timed-out"]
     assert missed.id in github_double.redeliveries
+    with db.read() as s:  # remembered, so intake lets their old bodies past the age check
+        noted = sorted(s.scalars(select(RedeliveryRequest.guid)))
+    assert noted == ["missed", "timed-out"]

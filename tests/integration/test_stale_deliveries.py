@@ -21,6 +21,7 @@ from app.intake.decide import Ignored
 from app.store.db import Database
 from app.store.models import Delivery, Job
 from app.web import create_app
+from tasks.queue.redeliver import note_request
 from tests.doubles.webhooks import SECRET, deliver, load_fixture
 
 
@@ -133,3 +134,17 @@ def test_replay_sends_the_file_as_is_and_fresh_stamps_now(
     assert fresh.exit_code == 0 and fresh.output.splitlines()[-1].startswith("202")
     assert outcome(db, "fresh") == "fix_issue" and jobs(db) == 1
     assert "ONLOOP_MAX_EVENT_AGE" in runner.invoke(main, ["replay", "--help"]).output
+
+
+def test_a_redelivery_onloop_asked_for_passes_but_its_body_under_a_new_guid_does_not(
+    client: Any, db: Database
+) -> None:
+    """After an outage the sweep asks GitHub again for what it missed; GitHub resends the old
+    body under the same GUID, so that GUID (and only it) passes the age check."""
+    note_request(db, "missed-in-outage")
+    old = label(ago(2 * 3600))
+    assert deliver(client, "issues", old, guid="missed-in-outage", fresh=False).status_code == 202
+    assert outcome(db, "missed-in-outage") == "fix_issue" and jobs(db) == 1
+    again = label(ago(2 * 3600))
+    assert deliver(client, "issues", again, guid="captured-copy", fresh=False).status_code == 204
+    assert outcome(db, "captured-copy") == Ignored.STALE_EVENT and jobs(db) == 1
