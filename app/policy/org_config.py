@@ -57,12 +57,14 @@ def org_images(text: str) -> tuple[str, ...]:
     listed = sandbox.get("images") if isinstance(sandbox, dict) else None
     if listed is None:
         return ()
-    if not isinstance(listed, list) or not all(isinstance(name, str) for name in listed):
+    if not isinstance(listed, list):
         raise ConfigError(
             "sandbox.images: a list of image names", line_of(text, ["sandbox", "images"])
         )
     for i, name in enumerate(listed):
         try:
+            if not isinstance(name, str):
+                raise ValueError("an image name, e.g. python:3.12-slim")
             check_operator_image(name)
         except ValueError as exc:
             raise ConfigError(

@@ -46,6 +46,6 @@ class ImageGate:
                 base = list(client.images.get(name).attrs.get("RootFS", {}).get("Layers") or [])
             except docker.errors.ImageNotFound:
                 continue
-            if base and len(base) < len(layers) and layers[: len(base)] == base:
+            if base and layers[: len(base)] == base:
                 return None
         return f"sandbox snapshot {image!r} was not built on an image the operator allows"

@@ -218,7 +218,7 @@ class Sandbox(abc.ABC):
         sandbox is stopped (DiskLimitExceeded) when it writes past the disk limit."""
         if self.stopped:
             if self.overflow:
-                raise DiskLimitExceeded(self.limits.disk_mb)
+                self._overflowed()
             raise SandboxError(f"sandbox for job {self.job_id} is stopped")
         self._watch_disk()
         environment = check_env(env)
@@ -231,7 +231,7 @@ class Sandbox(abc.ABC):
             result = self._exec(args, budget, environment, workdir)
         except SandboxError:
             if self.overflow:  # stopped under the command for its disk use
-                raise DiskLimitExceeded(self.limits.disk_mb) from None
+                self._overflowed()
             raise
         for observe in self.observers:
             try:
@@ -239,8 +239,14 @@ class Sandbox(abc.ABC):
             except Exception:
                 log.warning("sandbox exec observer failed", exc_info=True)
         if self.overflow:
-            raise DiskLimitExceeded(self.limits.disk_mb)
+            self._overflowed()
         return result
+
+    def _overflowed(self) -> None:
+        """DiskLimitExceeded, once the watch has finished stopping the sandbox."""
+        if self._disk_watch is not None and self._disk_watch is not threading.current_thread():
+            self._disk_watch.join(60)
+        raise DiskLimitExceeded(self.limits.disk_mb) from None
 
     def used_bytes(self) -> int:
         """What the sandbox has written to disk: its workspace (Docker adds its own layer)."""
@@ -255,13 +261,19 @@ class Sandbox(abc.ABC):
 
     def _disk_loop(self) -> None:
         limit, every = self.limits.disk_mb * 2**20, self.limits.disk_check_seconds
-        wait = every
+        wait, failed = every, False
         while not self._halt.wait(wait) and not self.stopped:
             begun = time.monotonic()
             try:
                 used = self.used_bytes()
             except Exception:
-                log.warning("could not measure job %s's disk use", self.job_id, exc_info=True)
+                log.log(
+                    logging.DEBUG if failed else logging.WARNING,
+                    "could not measure job %s's disk use",
+                    self.job_id,
+                    exc_info=True,
+                )
+                failed = True
                 continue
             if used > limit:
                 log.warning("job %s wrote %d bytes, past its disk limit", self.job_id, used)

@@ -210,8 +210,10 @@ class DockerSandbox(Sandbox):
 
     def used_bytes(self) -> int:
         """The workspace and the container's writable layer (setup's, for a snapshot)."""
-        info = self.client.api.inspect_container(self.container_id, size=True)
-        return super().used_bytes() + int(info.get("SizeRw") or 0)
+        found = self.client.api.containers(
+            all=True, size=True, filters={"id": self.container_id}
+        )  # the list endpoint is the SDK's one way to ask Docker for `SizeRw`
+        return super().used_bytes() + sum(int(c.get("SizeRw") or 0) for c in found)
 
     def commit(self, repository: str, tag: str, labels: dict[str, str]) -> str:
         """Save the container's file system as an image (the warm snapshot); its id."""
