@@ -20,6 +20,7 @@ MAX_NAME = 255
 # onloop's own dependency snapshots (tasks/sandbox/snapshots.py names them so): one
 # repository's installed dependencies, never an image a repository or the operator names.
 SNAPSHOT_REPOSITORY = "onloop-snapshot"
+_NAME_ONE = "name one the operator allows (ONLOOP_SANDBOX_IMAGE or `sandbox.images`)"
 WHERE = "the operator adds images to `sandbox.images` in the organisation file (ONLOOP_CONFIG_FILE)"
 
 
@@ -47,10 +48,10 @@ def check_reference(value: str) -> str:
     """`value` when it is an image name shaped like a Docker reference (never a host path);
     ValueError saying why otherwise."""
     if value.startswith(("/", ".", "~")) or ".." in value or "\\" in value:
-        raise ValueError(f"{value!r} looks like a path: name an image, e.g. python:3.12-slim")
+        raise ValueError(f"{value!r} looks like a path, not an image; {_NAME_ONE}")
     match = REFERENCE.fullmatch(value)
     if match is None or len(match.group("name")) > MAX_NAME:
-        raise ValueError(f"{value!r} is not an image name like python:3.12-slim")
+        raise ValueError(f"{value!r} is not an image name like python:3.12-slim; {_NAME_ONE}")
     return value
 
 

@@ -241,6 +241,7 @@ class LocalBackend(SandboxBackend):
             stage.mkdir(mode=0o755, parents=True, exist_ok=True)
             if stage.is_symlink() or stage.lstat().st_uid != 0:
                 raise SandboxError(f"{STAGE} must be a directory that root owns")
+            self._check_unprivileged()
         if rootfs is not None:
             rootfs = rootfs.resolve()
             if not (rootfs / "bin").exists() and not (rootfs / "usr").is_dir():
@@ -248,6 +249,23 @@ class LocalBackend(SandboxBackend):
         self.rootfs = rootfs
         self.limitations = ALWAYS if rootfs is not None else (*ALWAYS, HOST_ROOT)
         self.warn_limitations()
+
+    def _check_unprivileged(self) -> None:
+        """Under root, bubblewrap builds the sandbox as the sandbox's uid, in a user
+        namespace: refuse to start (rather than keep capabilities) where that is refused."""
+        assert self.setpriv is not None
+        drop = [self.setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+        drop += ["--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+        probe = [self.bwrap, "--dev-bind", "/", "/", "--cap-drop", "ALL", *_STAGE_CAPS, "--"]
+        probe += [*drop, self.bwrap, "--unshare-all", "--ro-bind", "/", "/", "--", "true"]
+        done = subprocess.run(probe, capture_output=True, text=True, timeout=30, check=False)
+        if done.returncode != 0:
+            raise SandboxError(
+                "the local sandbox under a root worker builds each sandbox as an unprivileged "
+                "user, which needs unprivileged user namespaces, and this machine refused "
+                f"({done.stderr.strip()[-300:]}); allow them (user.max_user_namespaces, "
+                "kernel.unprivileged_userns_clone) or run the worker as a non-root user"
+            )
 
     def start(
         self,
