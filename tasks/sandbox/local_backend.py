@@ -56,6 +56,8 @@ STAGE = "/run/onloop-sandbox"
 _STAGE_CAPS = tuple(
     arg for cap in ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP") for arg in ("--cap-add", cap)
 )
+# What bubblewrap mounts over in a read-only rootfs: it cannot create them there.
+_MOUNT_POINTS = ("proc", "dev", "tmp", "workspace", "etc/passwd", "etc/group", "etc/hostname")
 HOST_ROOT = "root file system: the host's /usr and a few /etc files are visible (read-only)"
 
 
@@ -244,8 +246,12 @@ class LocalBackend(SandboxBackend):
             self._check_unprivileged()
         if rootfs is not None:
             rootfs = rootfs.resolve()
-            if not (rootfs / "bin").exists() and not (rootfs / "usr").is_dir():
-                raise SandboxError(f"ONLOOP_SANDBOX_ROOTFS {rootfs} is not an unpacked image")
+            missing = [name for name in _MOUNT_POINTS if not (rootfs / name).exists()]
+            if not (rootfs / "usr").is_dir() or missing:
+                raise SandboxError(
+                    f"ONLOOP_SANDBOX_ROOTFS {rootfs} is not an unpacked image with the mount "
+                    f"points the sandbox needs (missing: {', '.join(missing) or 'usr'})"
+                )
         self.rootfs = rootfs
         self.limitations = ALWAYS if rootfs is not None else (*ALWAYS, HOST_ROOT)
         self.warn_limitations()
