@@ -42,6 +42,11 @@ class Settings(BaseSettings):
     sandbox_backend: Literal["docker", "local"] = "docker"
     sandbox_image: str = "onloop-sandbox:latest"
     sandbox_runtime: str | None = None
+    # The local (bubblewrap) backend's read-only root: an unpacked image the operator built
+    # (e.g. with mmdebstrap); unset, the host's /usr and a few /etc files. Never a repo's.
+    sandbox_rootfs: Path | None = None
+    # A job's workspace (and Docker's writable layer) past this stops the job; 0: unchecked.
+    sandbox_disk_limit_mb: int = Field(default=4096, ge=0)
     sandbox_pool_size: int = Field(default=1, ge=0)  # warm blank containers kept ready
     snapshot_max_bytes: int = 20 * 2**30  # dependency snapshots kept, least recently used out
     reap_interval: int = Field(default=300, ge=10)  # seconds between sandbox reaper sweeps

@@ -7,10 +7,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import yaml
 from pydantic import BaseModel
 
 from app.core.settings import Settings
 from app.policy.egress import narrow_egress
+from app.policy.images import allowed_images, check_operator_image, choose_image
 from app.policy.repo_config import (
     PERMISSION_RANK,
     ConfigError,
@@ -32,13 +34,43 @@ class OrgConfigError(ConfigError):
         return f"{where}: {self.message}"
 
 
+# Keys only the organisation file has (a repository that sets one hears it is unknown).
+ORG_ONLY = ("sandbox.images",)
+
+
 def parse_org_config(text: str) -> RepoConfig:
     """The organisation file: the keys of .github/onloop.yml; unknown keys are errors here
     (an operator's typo must not silently leave a default in force)."""
     config, unknown = parse_repo_config(text)
+    unknown = [key for key in unknown if key not in ORG_ONLY]
     if unknown:
         raise ConfigError(f"unknown key {unknown[0]!r}", line_of(text, unknown[0].split(".")))
+    org_images(text)
     return config
+
+
+def org_images(text: str) -> tuple[str, ...]:
+    """The organisation file's `sandbox.images`: the images (besides ONLOOP_SANDBOX_IMAGE)
+    a repository's `sandbox.image` may name; ConfigError (with the line) for a bad entry."""
+    data = yaml.safe_load(text) if text.strip() else None
+    sandbox = data.get("sandbox") if isinstance(data, dict) else None
+    listed = sandbox.get("images") if isinstance(sandbox, dict) else None
+    if listed is None:
+        return ()
+    if not isinstance(listed, list):
+        raise ConfigError(
+            "sandbox.images: a list of image names", line_of(text, ["sandbox", "images"])
+        )
+    for i, name in enumerate(listed):
+        try:
+            if not isinstance(name, str):
+                raise ValueError("an image name, e.g. python:3.12-slim")
+            check_operator_image(name)
+        except ValueError as exc:
+            raise ConfigError(
+                f"sandbox.images.{i}: {exc}", line_of(text, ["sandbox", "images", i])
+            ) from None
+    return tuple(listed)
 
 
 def load_org_config(settings: Settings) -> RepoConfig:
@@ -61,8 +93,12 @@ def read_org_file(path: Path) -> RepoConfig:
 
 
 def _parse(path: Path, text: str) -> RepoConfig:
+    return _parse_file(path, text)[0]
+
+
+def _parse_file(path: Path, text: str) -> tuple[RepoConfig, tuple[str, ...]]:
     try:
-        return parse_org_config(text)
+        return parse_org_config(text), org_images(text)
     except ConfigError as exc:
         raise OrgConfigError(path, exc.message, exc.line) from None
 
@@ -72,13 +108,25 @@ class OrgConfigLoader:
     changes (its mtime or size), so an edited file takes effect without a restart."""
 
     def __init__(self) -> None:
-        self._seen: dict[Path, tuple[tuple[int, int], RepoConfig]] = {}
+        self._seen: dict[Path, tuple[tuple[int, int], tuple[RepoConfig, tuple[str, ...]]]] = {}
         self._lock = threading.Lock()
 
     def load(self, settings: Settings) -> RepoConfig:
         """`load_org_config`, from the last parse while the file is unchanged."""
+        return self._file(settings)[0]
+
+    def images(self, settings: Settings) -> tuple[str, ...]:
+        """The images jobs may run: ONLOOP_SANDBOX_IMAGE first, then `sandbox.images`."""
+        return allowed_images(settings.sandbox_image, self._file(settings)[1])
+
+    def sandbox_image(self, settings: Settings, requested: str | None) -> str:
+        """The image a job runs for the repository's `sandbox.image` (None: the default);
+        ImageNotAllowed, naming the allowed images, for any name the operator did not list."""
+        return choose_image(requested, self.images(settings))
+
+    def _file(self, settings: Settings) -> tuple[RepoConfig, tuple[str, ...]]:
         if settings.config_file is None:
-            return RepoConfig()
+            return RepoConfig(), ()
         path = Path(settings.config_file)
         try:
             stat = path.stat()
@@ -90,10 +138,10 @@ class OrgConfigLoader:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise OrgConfigError(path, f"cannot be read ({_reason(exc)})") from None
-        config = _parse(path, text)
+        parsed = _parse_file(path, text)
         with self._lock:
-            self._seen[path] = (version, config)
-        return config
+            self._seen[path] = (version, parsed)
+        return parsed
 
     def effective(self, settings: Settings, repo: RepoConfig) -> RepoConfig:
         """`effective_for`, with the organisation file from `load`."""
@@ -111,13 +159,15 @@ def check_file(path: Path) -> str:
     of what it sets, or OrgConfigError naming the file (and the line) when it is missing,
     unreadable or invalid. `onloop web`, `worker` and `dev` refuse to start on that error."""
     config = read_org_file(path)
+    images = org_images(path.read_text(encoding="utf-8"))
     return (
         f"{path}: commands {', '.join(config.commands) or 'none'}; "
         f"trigger_permission {config.trigger_permission}; "
         f"auto_fix_ci {'on' if config.auto_fix_ci else 'off'}, "
         f"at most {config.max_ci_fix_attempts} attempt(s); "
         f"sandbox timeout {config.sandbox.timeout}s; "
-        f"{len(config.paths.deny)} denied path pattern(s)"
+        f"{len(config.paths.deny)} denied path pattern(s); "
+        f"{len(images)} image(s) besides ONLOOP_SANDBOX_IMAGE"
     )
 
 

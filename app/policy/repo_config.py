@@ -9,6 +9,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from app.policy.egress import EgressEntry, check_entry
+from app.policy.images import check_reference
 
 Permission = Literal["read", "triage", "write", "maintain", "admin"]
 PERMISSION_RANK: dict[str, int] = {"read": 0, "triage": 1, "write": 2, "maintain": 3, "admin": 4}
@@ -25,12 +26,19 @@ class _Section(BaseModel):
 
 
 class SandboxConfig(_Section):
+    # An image name (never a host path); the operator's `sandbox.images` decides whether a
+    # job may run it (app.policy.images.choose_image).
     image: str | None = None
     setup: str | None = None
     timeout: int = Field(default=900, ge=10, le=6 * 3600)
     # Registries setup may reach (names or URLs); None: the organisation's list. It can only
     # narrow that list (app.policy.egress.narrow_egress).
     egress: list[EgressEntry] | None = None
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, value: str | None) -> str | None:
+        return None if value is None else check_reference(value)
 
     @field_validator("egress")
     @classmethod

@@ -109,7 +109,9 @@ class Work:
                     repo=name,
                     clone_url=clone_url or self.repo.clone_url,
                     rev=rev,
-                    image=self.config.sandbox.image or self.ctx.settings.sandbox_image,
+                    image=self.ctx.org_config.sandbox_image(
+                        self.ctx.settings, self.config.sandbox.image
+                    ),
                     workspace_root=place.workspaces,
                     limits=place.limits(self.config.sandbox.timeout),
                     token=self.install_token,

@@ -8,8 +8,10 @@ from typing import Any
 from github.GithubException import RateLimitExceededExceedsMaxWait
 
 from app.github.clients import InstallationUnavailable
+from app.policy.images import ImageNotAllowed
 from app.store.models import Job, JobState
 from tasks.runner.context import JobFailed, WaitForAuthorization
+from tasks.sandbox.base import DiskLimitExceeded
 
 Outcome = tuple[JobState, dict[str, Any]]
 
@@ -45,6 +47,17 @@ def _installation_gone(exc: Exception, job: Job) -> Outcome:
     return JobState.FAILED, {"error": message, "github_status": exc.status}
 
 
+def _image_refused(exc: Exception, job: Job) -> Outcome:
+    """The repository named an image the operator does not allow: the message says which are."""
+    assert isinstance(exc, ImageNotAllowed)
+    return JobState.FAILED, {"error": exc.message, "rule": "config"}
+
+
+def _disk_full(exc: Exception, job: Job) -> Outcome:
+    assert isinstance(exc, DiskLimitExceeded)
+    return JobState.FAILED, {"error": exc.message, "rule": "disk"}
+
+
 def _rate_limited(exc: Exception, job: Job) -> Outcome:
     message = (
         "GitHub's rate limit for onloop is used up for longer than a job may wait; "
@@ -59,6 +72,8 @@ def _rate_limited(exc: Exception, job: Job) -> Outcome:
 OUTCOMES: tuple[tuple[type[Exception], Callable[[Exception, Job], Outcome]], ...] = (
     (WaitForAuthorization, _waiting),
     (JobFailed, _failed),
+    (ImageNotAllowed, _image_refused),
+    (DiskLimitExceeded, _disk_full),
     (InstallationUnavailable, _installation_gone),
     (RateLimitExceededExceedsMaxWait, _rate_limited),
 )

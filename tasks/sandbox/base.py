@@ -17,6 +17,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
 
+from tasks.sandbox.disk import disk_usage, files_owner
+
 log = logging.getLogger(__name__)
 
 WORKDIR = "/workspace"
@@ -38,6 +40,17 @@ class SandboxError(RuntimeError):
     """The sandbox could not be started or used (not: the command failed)."""
 
 
+class DiskLimitExceeded(SandboxError):
+    """The sandbox wrote more than its disk limit, so it was stopped; says so in words."""
+
+    def __init__(self, limit_mb: int) -> None:
+        self.message = (
+            f"the job's workspace grew past {limit_mb} MB (ONLOOP_SANDBOX_DISK_LIMIT_MB), so "
+            "onloop stopped its sandbox; ask the operator for a larger limit, or write less"
+        )
+        super().__init__(self.message)
+
+
 @dataclass(frozen=True)
 class Limits:
     """What one job's sandbox may use. Times are wall-clock seconds."""
@@ -51,6 +64,8 @@ class Limits:
     uid: int = 1000
     gid: int = 1000
     output_bytes: int = 1_000_000  # per stream; the tail is kept
+    disk_mb: int = 4096  # the workspace (and Docker's writable layer); 0: unchecked
+    disk_check_seconds: float = 10.0  # at least; longer when measuring takes long
 
     def clip(self, timeout: float | None, remaining: float) -> float:
         """The timeout one command gets: its own, or the default, never past the job's end."""
@@ -180,8 +195,11 @@ class Sandbox(abc.ABC):
         self.started = time.monotonic()
         self.deadline = self.started + limits.job_timeout
         self.stopped = False
+        self.overflow = False  # stopped by the disk watch
         # Told of every command and its result (the audit log); never of the environment.
         self.observers: list[Callable[[list[str], ExecResult], None]] = []
+        self._halt = threading.Event()  # set by `stop`: ends the disk watch
+        self._disk_watch: threading.Thread | None = None
 
     @property
     def remaining(self) -> float:
@@ -196,22 +214,73 @@ class Sandbox(abc.ABC):
         env: Mapping[str, str] | None = None,
         workdir: str = WORKDIR,
     ) -> ExecResult:
-        """Run one command; it is killed after `timeout` or at the job's deadline."""
+        """Run one command; it is killed after `timeout` or at the job's deadline, and the
+        sandbox is stopped (DiskLimitExceeded) when it writes past the disk limit."""
         if self.stopped:
+            if self.overflow:
+                self._overflowed()
             raise SandboxError(f"sandbox for job {self.job_id} is stopped")
+        self._watch_disk()
         environment = check_env(env)
         budget = self.limits.clip(timeout, self.remaining)
         if budget <= 0:
             self.stop()
             return ExecResult(-1, stderr="job time limit reached", timed_out=True)
         args = argv(cmd)
-        result = self._exec(args, budget, environment, workdir)
+        try:
+            result = self._exec(args, budget, environment, workdir)
+        except SandboxError:
+            if self.overflow:  # stopped under the command for its disk use
+                self._overflowed()
+            raise
         for observe in self.observers:
             try:
                 observe(args, result)
             except Exception:
                 log.warning("sandbox exec observer failed", exc_info=True)
+        if self.overflow:
+            self._overflowed()
         return result
+
+    def _overflowed(self) -> None:
+        """DiskLimitExceeded, once the watch has finished stopping the sandbox."""
+        if self._disk_watch is not None and self._disk_watch is not threading.current_thread():
+            self._disk_watch.join(60)
+        raise DiskLimitExceeded(self.limits.disk_mb) from None
+
+    def used_bytes(self) -> int:
+        """What the sandbox has written to disk: its workspace (Docker adds its own layer)."""
+        return disk_usage(self.workspace, files_owner(self.limits.uid))
+
+    def _watch_disk(self) -> None:
+        """Start the disk watch (once, at the first command)."""
+        if self._disk_watch is not None or self.limits.disk_mb <= 0:
+            return
+        self._disk_watch = threading.Thread(target=self._disk_loop, daemon=True)
+        self._disk_watch.start()
+
+    def _disk_loop(self) -> None:
+        limit, every = self.limits.disk_mb * 2**20, self.limits.disk_check_seconds
+        wait, failed = every, False
+        while not self._halt.wait(wait) and not self.stopped:
+            begun = time.monotonic()
+            try:
+                used = self.used_bytes()
+            except Exception:
+                log.log(
+                    logging.DEBUG if failed else logging.WARNING,
+                    "could not measure job %s's disk use",
+                    self.job_id,
+                    exc_info=True,
+                )
+                failed = True
+                continue
+            if used > limit:
+                log.warning("job %s wrote %d bytes, past its disk limit", self.job_id, used)
+                self.overflow = True
+                self.stop()
+                return
+            wait = max(every, 10 * (time.monotonic() - begun))  # measuring costs little
 
     @abc.abstractmethod
     def _exec(

@@ -8,7 +8,7 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,8 @@ HOST_LABEL = "onloop.host"
 POOL_LABEL = "onloop.pool"
 INIT_UID = 65534  # the container's own idle process; commands run as another uid
 KILL_ALL = ["/bin/sh", "-c", "kill -KILL -1"]  # every process of the command's uid but itself
+# Why an image may not run (None: it may); tasks.sandbox.allowed.ImageGate is the worker's.
+ImageCheck = Callable[[docker.DockerClient, str], str | None]
 
 
 def container_name(job_id: int) -> str:
@@ -206,6 +208,13 @@ class DockerSandbox(Sandbox):
             time.sleep(0.2 * (attempt + 1))
         return False
 
+    def used_bytes(self) -> int:
+        """The workspace and the container's writable layer (setup's, for a snapshot)."""
+        found = self.client.api.containers(
+            all=True, size=True, filters={"id": self.container_id}
+        )  # the list endpoint is the SDK's one way to ask Docker for `SizeRw`
+        return super().used_bytes() + sum(int(c.get("SizeRw") or 0) for c in found)
+
     def commit(self, repository: str, tag: str, labels: dict[str, str]) -> str:
         """Save the container's file system as an image (the warm snapshot); its id."""
         image = self.container.commit(repository=repository, tag=tag, conf={"Labels": labels})
@@ -217,6 +226,7 @@ class DockerSandbox(Sandbox):
             if self.stopped:
                 return
             self.stopped = True
+        self._halt.set()
         self._watchdog.cancel()
         remove_container(self.client, self.container_id)
 
@@ -235,7 +245,9 @@ def remove_container(client: docker.DockerClient, container_id: str) -> bool:
 
 
 class DockerBackend(SandboxBackend):
-    """Starts job sandboxes as Docker containers (optionally under another runtime: runsc)."""
+    """Starts job sandboxes as Docker containers (optionally under another runtime: runsc).
+    With `images`, a container starts only from an image that check lets through (the
+    worker's: the operator's list and onloop's own snapshots of those)."""
 
     name = "docker"
     limitations = ()
@@ -245,10 +257,12 @@ class DockerBackend(SandboxBackend):
         client: docker.DockerClient | None = None,
         *,
         runtime: str | None = None,
+        images: ImageCheck | None = None,
     ) -> None:
         self.client = client or docker.from_env(timeout=120)
         self.runtime = runtime or None
         self.host = socket.gethostname()
+        self.images = images
 
     def labels(self, job_id: int) -> dict[str, str]:
         """The labels every job container carries."""
@@ -295,6 +309,9 @@ class DockerBackend(SandboxBackend):
 
     def run(self, kwargs: dict[str, Any]) -> Container:
         """Create and start one container (never pulling); nothing is left if that fails."""
+        refused = self.images(self.client, kwargs["image"]) if self.images else None
+        if refused:
+            raise SandboxError(refused)
         try:
             container = self.client.containers.create(**kwargs)
             container.start()

@@ -47,18 +47,17 @@ ALWAYS = (
     "processes: RLIMIT_NPROC counts every process of the sandbox's uid on the host",
     "runtime: an alternative container runtime (e.g. runsc) is not used",
 )
-_NAMESPACES = (
-    "--unshare-ipc",
-    "--unshare-pid",
-    "--unshare-net",
-    "--unshare-uts",
-    "--unshare-cgroup-try",
+# Under a root worker every command goes through a first, root bubblewrap that sees the host
+# (so it can reach workspaces below 0700 directories) and stages the workspace and rootfs at
+# STAGE; the host's own setpriv then drops to the sandbox's uid and every capability, and a
+# second, unprivileged bubblewrap builds the sandbox from STAGE. Nothing in the sandbox's
+# root runs before the command, and the command starts with no capability at all.
+STAGE = "/run/onloop-sandbox"
+_STAGE_CAPS = tuple(
+    arg for cap in ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP") for arg in ("--cap-add", cap)
 )
-_SETPRIV_CAPS = tuple(
-    arg
-    for cap in ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP", "CAP_DAC_READ_SEARCH")
-    for arg in ("--cap-add", cap)
-)  # kept by bwrap only until setpriv drops them all (the last one: to chdir into 0700)
+# What bubblewrap mounts over in a read-only rootfs: it cannot create them there.
+_MOUNT_POINTS = ("proc", "dev", "tmp", "workspace", "etc/passwd", "etc/group", "etc/hostname")
 HOST_ROOT = "root file system: the host's /usr and a few /etc files are visible (read-only)"
 
 
@@ -78,22 +77,25 @@ class LocalSandbox(Sandbox):
         self._watchdog.start()
 
     def bwrap_args(self, args: list[str], env: dict[str, str], workdir: str) -> list[str]:
-        """The bubblewrap command line for one command (fds from `open_fds`)."""
-        b, fds, lim = self.backend, self._fds, self.limits
-        cmd = [b.bwrap, "--die-with-parent", "--new-session", "--hostname", "sandbox"]
-        if os.geteuid() == 0:
-            # No user namespace: the command must be the real uid, so RLIMIT_NPROC holds.
-            # bwrap keeps just enough to let setpriv drop to that uid and every capability.
-            cmd += [*_NAMESPACES, "--cap-drop", "ALL", *_SETPRIV_CAPS]
-            prefix = ["setpriv", f"--reuid={lim.uid}", f"--regid={lim.gid}", "--clear-groups"]
+        """The command line for one command (fds from `open_fds`): bubblewrap, staged
+        through the host's setpriv when the worker is root (see STAGE)."""
+        b, lim = self.backend, self.limits
+        workspace, rootfs = str(self.workspace), str(b.rootfs) if b.rootfs else None
+        prefix: list[str] = []
+        if b.setpriv is not None:
+            workspace, rootfs = f"{STAGE}/ws", f"{STAGE}/root" if rootfs else None
+            prefix = [b.bwrap, "--die-with-parent", "--dev-bind", "/", "/", "--tmpfs", STAGE]
+            prefix += ["--bind", str(self.workspace), workspace]
+            if b.rootfs is not None and rootfs is not None:
+                prefix += ["--ro-bind", str(b.rootfs), rootfs]
+            prefix += ["--cap-drop", "ALL", *_STAGE_CAPS, "--", b.setpriv]
+            prefix += [f"--reuid={lim.uid}", f"--regid={lim.gid}", "--clear-groups"]
             prefix += ["--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
-        else:
-            cmd += ["--unshare-all", "--cap-drop", "ALL", "--uid", str(lim.uid)]
-            cmd += ["--gid", str(lim.gid)]
-            prefix = []
-        cmd += ["--clearenv"]
-        if b.rootfs is not None:
-            cmd += ["--ro-bind", str(b.rootfs), "/"]
+        cmd = [b.bwrap, "--die-with-parent", "--new-session", "--hostname", "sandbox"]
+        cmd += ["--unshare-all", "--cap-drop", "ALL", "--uid", str(lim.uid)]
+        cmd += ["--gid", str(lim.gid), "--clearenv"]
+        if rootfs is not None:
+            cmd += ["--ro-bind", rootfs, "/"]
         else:
             for top in _TOP:
                 host = Path("/") / top
@@ -105,13 +107,13 @@ class LocalSandbox(Sandbox):
             for name in _ETC:
                 cmd += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
         for name in ("passwd", "group", "hostname"):
-            cmd += ["--perms", "0644", "--ro-bind-data", str(fds[name]), f"/etc/{name}"]
+            cmd += ["--perms", "0644", "--ro-bind-data", str(self._fds[name]), f"/etc/{name}"]
         cmd += ["--proc", "/proc", "--dev", "/dev"]
         cmd += ["--size", str(lim.tmp_mb * 1024 * 1024), "--perms", "1777", "--tmpfs", TMP]
-        cmd += ["--bind", str(self.workspace), WORKDIR, "--remount-ro", "/", "--chdir", workdir]
+        cmd += ["--bind", workspace, WORKDIR, "--remount-ro", "/", "--chdir", workdir]
         for key, value in {"PATH": PATH, **env}.items():
             cmd += ["--setenv", key, value]
-        return [*cmd, "--", *prefix, *args]
+        return [*prefix, *cmd, "--", *args]
 
     def open_fds(self) -> dict[str, int]:
         """The sandbox's own /etc/passwd, group and hostname, as pipes bwrap reads."""
@@ -203,6 +205,7 @@ class LocalSandbox(Sandbox):
                 return
             self.stopped = True
             procs = list(self._procs)
+        self._halt.set()
         self._watchdog.cancel()
         for proc in procs:
             _kill(proc)
@@ -216,8 +219,9 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
 
 
 class LocalBackend(SandboxBackend):
-    """Sandboxes on bubblewrap. `rootfs`: an unpacked image to use as the read-only root;
-    without it the host's own /usr is used, and that is listed in `limitations`."""
+    """Sandboxes on bubblewrap. `rootfs`: the operator's unpacked image to use as the
+    read-only root (ONLOOP_SANDBOX_ROOTFS); without it the host's own /usr is used, and that
+    is listed in `limitations`. bwrap and setpriv are the host's, found here by absolute path."""
 
     name = "local"
 
@@ -225,10 +229,49 @@ class LocalBackend(SandboxBackend):
         found = bwrap or shutil.which("bwrap")
         if not found:
             raise SandboxError("the local sandbox needs bubblewrap: apt-get install bubblewrap")
-        self.bwrap = found
+        self.bwrap = str(Path(found).resolve())
+        self.setpriv: str | None = None
+        if os.geteuid() == 0:
+            setpriv = shutil.which("setpriv")
+            if not setpriv:
+                raise SandboxError(
+                    "the local sandbox under a root worker needs setpriv to drop every "
+                    "capability: apt-get install util-linux (or run the worker as a user)"
+                )
+            self.setpriv = str(Path(setpriv).resolve())
+            stage = Path(STAGE)
+            stage.mkdir(mode=0o755, parents=True, exist_ok=True)
+            if stage.is_symlink() or stage.lstat().st_uid != 0:
+                raise SandboxError(f"{STAGE} must be a directory that root owns")
+            self._check_unprivileged()
+        if rootfs is not None:
+            rootfs = rootfs.resolve()
+            missing = [name for name in _MOUNT_POINTS if not (rootfs / name).exists()]
+            if not (rootfs / "usr").is_dir() or missing:
+                raise SandboxError(
+                    f"ONLOOP_SANDBOX_ROOTFS {rootfs} is not an unpacked image with the mount "
+                    f"points the sandbox needs (missing: {', '.join(missing) or 'usr'})"
+                )
         self.rootfs = rootfs
         self.limitations = ALWAYS if rootfs is not None else (*ALWAYS, HOST_ROOT)
         self.warn_limitations()
+
+    def _check_unprivileged(self) -> None:
+        """Under root, bubblewrap builds the sandbox as the sandbox's uid, in a user
+        namespace: refuse to start (rather than keep capabilities) where that is refused."""
+        assert self.setpriv is not None
+        drop = [self.setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+        drop += ["--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+        probe = [self.bwrap, "--dev-bind", "/", "/", "--cap-drop", "ALL", *_STAGE_CAPS, "--"]
+        probe += [*drop, self.bwrap, "--unshare-all", "--ro-bind", "/", "/", "--", "true"]
+        done = subprocess.run(probe, capture_output=True, text=True, timeout=30, check=False)
+        if done.returncode != 0:
+            raise SandboxError(
+                "the local sandbox under a root worker builds each sandbox as an unprivileged "
+                "user, which needs unprivileged user namespaces, and this machine refused "
+                f"({done.stderr.strip()[-300:]}); allow them (user.max_user_namespaces, "
+                "kernel.unprivileged_userns_clone) or run the worker as a non-root user"
+            )
 
     def start(
         self,
@@ -239,7 +282,8 @@ class LocalBackend(SandboxBackend):
         *,
         writable_root: bool = False,
     ) -> LocalSandbox:
-        """A sandbox for `job_id`; `image` is used only when it names an unpacked root."""
+        """A sandbox for `job_id`. `image` names a Docker image and is not used here: every
+        job runs in the backend's one root (a repository never chooses a host directory)."""
         limits = limits or Limits()
         if limits.uid == 0:
             raise SandboxError("sandbox commands never run as root")
@@ -248,8 +292,6 @@ class LocalBackend(SandboxBackend):
         workspace = workspace.resolve()
         if not workspace.is_dir():
             raise SandboxError(f"workspace {workspace} is not a directory")
-        if image and Path(image).is_dir() and self.rootfs is None:
-            return LocalBackend(Path(image), bwrap=self.bwrap).start(job_id, "", workspace, limits)
         if os.geteuid() == 0:
             chown_tree(workspace, limits.uid, limits.gid)
         return LocalSandbox(self, job_id, workspace, limits)

@@ -11,9 +11,12 @@ from pathlib import Path
 from sqlalchemy import select
 
 from app.core.settings import Settings
+from app.policy.org_config import OrgConfigLoader
+from app.policy.repo_config import ConfigError
 from app.store.db import Database
 from app.store.models import Job, JobState
 from tasks.git.repo_cache import RepoCache
+from tasks.sandbox.allowed import ImageGate
 from tasks.sandbox.base import Limits, SandboxBackend
 from tasks.sandbox.docker_backend import DockerBackend
 from tasks.sandbox.egress.gateway import EgressGateway
@@ -35,9 +38,12 @@ class Workplace:
     snapshots: SnapshotStore | None = None
     pool: WarmPool | None = None
     gateway: EgressGateway | None = None  # setup's allowlisted egress (Docker only)
+    disk_mb: int = 4096  # ONLOOP_SANDBOX_DISK_LIMIT_MB
 
     def limits(self, timeout: float) -> Limits:
-        return Limits(job_timeout=timeout, command_timeout=min(600.0, timeout))
+        return Limits(
+            job_timeout=timeout, command_timeout=min(600.0, timeout), disk_mb=self.disk_mb
+        )
 
     def close(self) -> None:
         """Remove the warm pool's idle containers (at worker shutdown)."""
@@ -51,8 +57,15 @@ def make_workplace(settings: Settings) -> Workplace:
     (which starts filling now)."""
     root = Path(settings.work_dir).resolve()
     (root / "workspaces").mkdir(parents=True, exist_ok=True)
-    backend = get_backend(settings.sandbox_backend, runtime=settings.sandbox_runtime)
+    org = OrgConfigLoader()
+    backend = get_backend(
+        settings.sandbox_backend,
+        runtime=settings.sandbox_runtime,
+        rootfs=settings.sandbox_rootfs,
+        images=ImageGate(lambda: _images(settings, org)),
+    )
     place = Workplace(backend, RepoCache(root / "mirrors"), root / "workspaces")
+    place.disk_mb = settings.sandbox_disk_limit_mb
     if isinstance(backend, DockerBackend):
         place.snapshots = SnapshotStore(
             backend.client, root / "snapshots", max_bytes=settings.snapshot_max_bytes
@@ -74,6 +87,16 @@ def make_workplace(settings: Settings) -> Workplace:
             )
             threading.Thread(target=_fill, args=(place.pool,), daemon=True).start()
     return place
+
+
+def _images(settings: Settings, org: OrgConfigLoader) -> tuple[str, ...]:
+    """The images the operator allows; only the default while the organisation file is
+    broken (jobs refuse then anyway: tasks.blueprints.start.effective_config)."""
+    try:
+        return org.images(settings)
+    except ConfigError:
+        log.warning("organisation file unusable; only %s may run", settings.sandbox_image)
+        return (settings.sandbox_image,)
 
 
 def _credentials(settings: Settings) -> dict[str, str]:

@@ -1,0 +1,38 @@
+"""How much a sandbox has written: its workspace's size on disk, the repo cache's share aside."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+
+def files_owner(uid: int) -> int:
+    """The uid that owns what the sandbox writes: its own `uid` under a root worker (which
+    chowns the workspace to it), else the worker's."""
+    return uid if os.geteuid() == 0 else os.geteuid()
+
+
+def disk_usage(root: Path, owner: int) -> int:
+    """Bytes the files under `root` take on disk, each inode once, symlinks not followed.
+    A hard link that `owner` does not own is the repo cache's, shared, and not counted."""
+    total, seen = 0, set[tuple[int, int]]()
+    stack = [str(root)]
+    while stack:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except OSError:
+            continue  # removed meanwhile, or unreadable: the next round sees it
+        for entry in entries:
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                stack.append(entry.path)
+            if st.st_nlink > 1 and not stat.S_ISDIR(st.st_mode):
+                if st.st_uid != owner or (st.st_dev, st.st_ino) in seen:
+                    continue
+                seen.add((st.st_dev, st.st_ino))
+            total += st.st_blocks * 512
+    return total
