@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from app.core.settings import Settings
 from app.policy.egress import narrow_egress
 from app.policy.repo_config import (
+    EFFECTIVE,
     PERMISSION_RANK,
     ConfigError,
     RepoConfig,
@@ -186,7 +187,7 @@ def effective_config(org: RepoConfig, repo: RepoConfig) -> RepoConfig:
     ):
         org_part, repo_part = getattr(org, section), getattr(repo, section)
         top[section] = _narrow_section(org_part, repo_part, rules, _given(repo, section))
-    return RepoConfig.model_validate(top)
+    return RepoConfig.model_validate(top, context={EFFECTIVE: True})
 
 
 def effective_for(settings: Settings, repo: RepoConfig) -> RepoConfig:

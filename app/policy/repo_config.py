@@ -6,14 +6,23 @@ from collections.abc import Sequence
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from app.policy.egress import EgressEntry, check_entry
+from app.policy.path_rules import MAX_PATTERNS, check_patterns
 
 Permission = Literal["read", "triage", "write", "maintain", "admin"]
 PERMISSION_RANK: dict[str, int] = {"read": 0, "triage": 1, "write": 2, "maintain": 3, "admin": 4}
 ALLOWED_COMMANDS = ("fix", "rebase", "review")
 Verb = Literal["fix", "rebase", "review"]
+EFFECTIVE = "effective"  # validation context key: the merged organisation + repository config
 
 
 def _all_commands() -> list[Verb]:
@@ -45,6 +54,14 @@ class ChecksConfig(_Section):
 
 class PathsConfig(_Section):
     deny: list[str] = Field(default_factory=lambda: [".github/workflows/**"])
+
+    @field_validator("deny")
+    @classmethod
+    def _deny(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        # One file names at most MAX_PATTERNS; the effective list (EFFECTIVE context) is the
+        # union of the organisation's file and the repository's, so twice that.
+        combined = isinstance(info.context, dict) and info.context.get(EFFECTIVE)
+        return check_patterns(value, MAX_PATTERNS * (2 if combined else 1))
 
 
 class LimitsConfig(_Section):
