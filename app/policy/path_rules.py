@@ -127,16 +127,20 @@ def compile_rules(patterns: Iterable[str]) -> list[PathRule]:
     return rules
 
 
-def check_patterns(patterns: Sequence[str], limit: int = MAX_PATTERNS) -> list[str]:
-    """The patterns, when there are at most `limit` of them, each at most MAX_PATTERN_CHARS
-    long and valid; PatternError naming the limit or the pattern otherwise."""
+def check_pattern(pattern: str) -> str:
+    """The pattern, when it is at most MAX_PATTERN_CHARS long and git can read it;
+    PatternError naming the limit or the problem otherwise."""
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise PatternError(
+            f"a pattern may be at most {MAX_PATTERN_CHARS} characters long, "
+            f"`{pattern[:40]}…` has {len(pattern)}"
+        )
+    compile_rules([pattern])
+    return pattern
+
+
+def check_count(patterns: Sequence[str], limit: int = MAX_PATTERNS) -> list[str]:
+    """The patterns, when there are at most `limit` of them; PatternError otherwise."""
     if len(patterns) > limit:
         raise PatternError(f"at most {limit} patterns are allowed, this list has {len(patterns)}")
-    for pattern in patterns:
-        if len(pattern) > MAX_PATTERN_CHARS:
-            raise PatternError(
-                f"a pattern may be at most {MAX_PATTERN_CHARS} characters long, "
-                f"`{pattern[:40]}…` has {len(pattern)}"
-            )
-    compile_rules(patterns)
     return list(patterns)

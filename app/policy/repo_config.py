@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Annotated, Literal
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -16,7 +17,7 @@ from pydantic import (
 )
 
 from app.policy.egress import EgressEntry, check_entry
-from app.policy.path_rules import MAX_PATTERNS, check_patterns
+from app.policy.path_rules import MAX_PATTERNS, check_count, check_pattern
 
 Permission = Literal["read", "triage", "write", "maintain", "admin"]
 PERMISSION_RANK: dict[str, int] = {"read": 0, "triage": 1, "write": 2, "maintain": 3, "admin": 4}
@@ -52,8 +53,11 @@ class ChecksConfig(_Section):
     test: str | None = None
 
 
+DenyPattern = Annotated[str, AfterValidator(check_pattern)]  # at most 200 chars, valid
+
+
 class PathsConfig(_Section):
-    deny: list[str] = Field(default_factory=lambda: [".github/workflows/**"])
+    deny: list[DenyPattern] = Field(default_factory=lambda: [".github/workflows/**"])
 
     @field_validator("deny")
     @classmethod
@@ -61,7 +65,7 @@ class PathsConfig(_Section):
         # One file names at most MAX_PATTERNS; the effective list (EFFECTIVE context) is the
         # union of the organisation's file and the repository's, so twice that.
         combined = isinstance(info.context, dict) and info.context.get(EFFECTIVE)
-        return check_patterns(value, MAX_PATTERNS * (2 if combined else 1))
+        return check_count(value, MAX_PATTERNS * (2 if combined else 1))
 
 
 class LimitsConfig(_Section):
