@@ -229,7 +229,9 @@ def test_a_backtracking_deny_pattern_does_not_stall_the_guard(repo: Repo) -> Non
     repo.commit("long names")
     pathological = config("paths:\n  deny: ['" + "*a" * 10 + "*b']\n")
     box: dict[str, list[Violation]] = {}
-    thread = threading.Thread(target=lambda: box.setdefault("found", repo.check(config=pathological)))
+    thread = threading.Thread(
+        target=lambda: box.setdefault("found", repo.check(config=pathological)), daemon=True
+    )
     thread.start()
     thread.join(timeout=10)  # a hang guard only
     assert not thread.is_alive(), "the guard is still matching"

@@ -42,9 +42,7 @@ def denied_by(path: str) -> set[str]:
 def test_matches_follow_gitignore_rules(path: str, expected: set[str]) -> None:
     assert denied_by(path) == expected
     if "\n" not in path:  # pathspec's own `re` reading agrees, where `.` is no newline
-        reference = {
-            p for p in PATTERNS if pathspec.GitIgnoreSpec.from_lines([p]).match_file(path)
-        }
+        reference = {p for p in PATTERNS if pathspec.GitIgnoreSpec.from_lines([p]).match_file(path)}
         assert reference == expected
 
 
