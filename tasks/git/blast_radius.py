@@ -198,11 +198,13 @@ def check_changes(
     found: Found | None = None,
     note: str = "",
     totals: bool = True,
+    rules: Sequence[PathRule] | None = None,
 ) -> list[Violation]:
     """The rules over an already read diff (`sizes` by blob sha, `links` by path), added
-    to `found` (with `note` on each path); `totals` False leaves out the count limits."""
+    to `found` (with `note` on each path); `totals` False leaves out the count limits;
+    `rules`: `config.paths.deny` compiled already."""
     found = found if found is not None else Found()
-    rules = compile_rules(config.paths.deny)
+    rules = compile_rules(config.paths.deny) if rules is None else rules
     tag = f" {note}" if note else ""
     for change in files:
         hit = next((r.pattern for r in rules if r.matches(change.path)), None)

@@ -5,9 +5,10 @@ into history), a history that only adds commits on `base`, all within a time box
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from app.policy.path_rules import PathRule, compile_rules
 from app.policy.repo_config import RepoConfig
 from tasks.git.blast_radius import (
     GUARD_TIME,
@@ -60,13 +61,14 @@ def _inspect(
     *,
     note: str,
     totals: bool,
+    rules: Sequence[PathRule],
 ) -> None:
     files = changes(mirror, old, new, deadline.left())
     kept = [c for c in files if not c.gone]
     sizes = blob_sizes(mirror, (c.new_sha for c in kept if c.new_mode in REGULAR), deadline.left())
     links = read_links(mirror, new, kept, deadline.left())
     deadline.left()
-    check_changes(files, config, sizes, links, found=found, note=note, totals=totals)
+    check_changes(files, config, sizes, links, found=found, note=note, totals=totals, rules=rules)
 
 
 def _history(mirror: Path, base: str, head: str, found: Found, deadline: Deadline) -> list[str]:
@@ -109,10 +111,14 @@ def check_diff(
     try:
         if replay_of is not None:
             check_replay(mirror, base, replay_of, head, found, deadline.left)
-        _inspect(mirror, base, head, config, found, deadline, note="", totals=totals)
+        rules = compile_rules(config.paths.deny)
+        _inspect(mirror, base, head, config, found, deadline, note="", totals=totals, rules=rules)
         for sha in _history(mirror, base, head, found, deadline):
             note = f"in commit {sha[:12]}"
-            _inspect(mirror, f"{sha}^", sha, config, found, deadline, note=note, totals=totals)
+            parent = f"{sha}^"
+            _inspect(
+                mirror, parent, sha, config, found, deadline, note=note, totals=totals, rules=rules
+            )
     except OutOfTime:
         found.total(_late(seconds))
     except GitError as exc:

@@ -311,3 +311,21 @@ def test_a_rebased_pull_request_still_passes_the_rules_per_commit(repo: Repo) ->
     repo.git("checkout", "--quiet", "-b", "rebased", old_head)
     repo.git("rebase", "--quiet", onto)
     assert rules(repo.check(base=onto, replay_of=old_head)) == [PATHS_DENY]
+
+
+def test_a_rebase_settled_by_ignoring_white_space_passes(repo: Repo) -> None:
+    # rebase_pr retries a conflicting rebase with `-X ignore-space-change`; patch ids ignore
+    # white space, so the PR's commit replayed over a base that only re-indented still counts.
+    lines = [f"L{n}\n" for n in range(20)]
+    repo.git("checkout", "--quiet", "-b", "pr")
+    repo.write({"src/app.py": "".join([*lines[:10], "TEN\n", *lines[11:]])})
+    old_head = repo.commit("pr: a real change")
+    repo.git("checkout", "--quiet", "main")
+    repo.write({"src/app.py": "".join([*lines[:10], "L10   \n", *lines[11:]])})
+    onto = repo.commit("main: white space only, on the same line")
+    repo.git("checkout", "--quiet", "-b", "rebased", old_head)
+    with pytest.raises(subprocess.CalledProcessError):
+        repo.git("rebase", "--quiet", onto)
+    repo.git("rebase", "--abort")
+    repo.git("rebase", "--quiet", "-X", "ignore-space-change", onto)
+    assert repo.check(base=onto, replay_of=old_head) == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import pathspec
 import pytest
@@ -60,10 +61,10 @@ def test_a_directory_that_could_hold_a_denied_path() -> None:
     assert docs.could_hold("docs") and not docs.could_hold("src")
 
 
-def _within(seconds: float, work: object) -> object:
+def _within(seconds: float, work: Callable[[], object]) -> object:
     """`work()` in a thread, waited for at most `seconds`: a hang guard, not a benchmark."""
     box: dict[str, object] = {}
-    thread = threading.Thread(target=lambda: box.setdefault("out", work()), daemon=True)  # type: ignore[operator]
+    thread = threading.Thread(target=lambda: box.setdefault("out", work()), daemon=True)
     thread.start()
     thread.join(timeout=seconds)
     assert not thread.is_alive(), f"still matching after {seconds} s"
