@@ -14,6 +14,7 @@ from app.core.settings import Settings
 from app.policy.egress import narrow_egress
 from app.policy.images import allowed_images, check_operator_image, choose_image
 from app.policy.repo_config import (
+    EFFECTIVE,
     PERMISSION_RANK,
     ConfigError,
     RepoConfig,
@@ -236,7 +237,7 @@ def effective_config(org: RepoConfig, repo: RepoConfig) -> RepoConfig:
     ):
         org_part, repo_part = getattr(org, section), getattr(repo, section)
         top[section] = _narrow_section(org_part, repo_part, rules, _given(repo, section))
-    return RepoConfig.model_validate(top)
+    return RepoConfig.model_validate(top, context={EFFECTIVE: True})
 
 
 def effective_for(settings: Settings, repo: RepoConfig) -> RepoConfig:

@@ -3,18 +3,28 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from app.policy.egress import EgressEntry, check_entry
 from app.policy.images import check_reference
+from app.policy.path_rules import MAX_PATTERNS, check_count, check_pattern
 
 Permission = Literal["read", "triage", "write", "maintain", "admin"]
 PERMISSION_RANK: dict[str, int] = {"read": 0, "triage": 1, "write": 2, "maintain": 3, "admin": 4}
 ALLOWED_COMMANDS = ("fix", "rebase", "review")
 Verb = Literal["fix", "rebase", "review"]
+EFFECTIVE = "effective"  # validation context key: the merged organisation + repository config
 
 
 def _all_commands() -> list[Verb]:
@@ -51,8 +61,19 @@ class ChecksConfig(_Section):
     test: str | None = None
 
 
+DenyPattern = Annotated[str, AfterValidator(check_pattern)]  # at most 200 chars, valid
+
+
 class PathsConfig(_Section):
-    deny: list[str] = Field(default_factory=lambda: [".github/workflows/**"])
+    deny: list[DenyPattern] = Field(default_factory=lambda: [".github/workflows/**"])
+
+    @field_validator("deny")
+    @classmethod
+    def _deny(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        # One file names at most MAX_PATTERNS; the effective list (EFFECTIVE context) is the
+        # union of the organisation's file and the repository's, so twice that.
+        combined = isinstance(info.context, dict) and info.context.get(EFFECTIVE)
+        return check_count(value, MAX_PATTERNS * (2 if combined else 1))
 
 
 class LimitsConfig(_Section):

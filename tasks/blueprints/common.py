@@ -21,7 +21,7 @@ from app.store.models import Job
 from tasks.blueprints.pulls import PullRef
 from tasks.blueprints.start import act_as, check_policy, effective_config, installation_repo
 from tasks.blueprints.targets import Refusal, Target, push_target, rejected_as_protected
-from tasks.git.blast_radius import check_diff
+from tasks.git.guard import check_diff
 from tasks.git.process import GitError, git
 from tasks.runner.context import Cancelled, JobContext, JobFailed, WaitForAuthorization
 from tasks.runner.notices import ask_to_authorize, notice
@@ -200,18 +200,24 @@ class Work:
             )
         return tip
 
-    def guard(self, base: str, head: str) -> list[str]:
-        """Why the change from `base` to `head` must not be pushed (blast-radius rules,
-        checked in the mirror after the agent and fixers, before any push)."""
+    def guard(self, base: str, head: str, *, replay_of: str | None = None) -> list[str]:
+        """Why pushing `head` over `base` must not happen (blast-radius rules over the net
+        change and every commit, checked in the mirror before any push). `replay_of`: a
+        rebase of that head onto `base`, which may only replay its commits."""
         cache, name = self.place.cache, self.repo.full_name
         with cache.lock(name, shared=True):
-            found = check_diff(cache.mirror_path(name), base, head, self.config)
+            found = check_diff(
+                cache.mirror_path(name), base, head, self.config, replay_of=replay_of
+            )
+        detail: dict[str, object] = {"base": base, "head": head}
+        if replay_of is not None:
+            detail["replay_of"] = replay_of
         audit.record(
             self.ctx.db,
             audit.BLAST_RADIUS,
             repo=name,
             job_id=self.ctx.job.id,
-            detail={"base": base, "head": head, "violations": [str(v) for v in found]},
+            detail={**detail, "violations": [str(v) for v in found]},
         )
         return [str(v) for v in found]
 

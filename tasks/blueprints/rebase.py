@@ -26,6 +26,7 @@ class RebaseOutcome(StrEnum):
     UP_TO_DATE = "up_to_date"
     CONFLICTS = "conflicts"  # the branch is untouched
     PATCH = "patch"  # onloop may not push to the fork: the patch is in a comment
+    REFUSED = "refused"  # the guard refused the rebased commits: nothing pushed
 
 
 @dataclass
@@ -38,6 +39,7 @@ class Rebase:
     conflicts: list[str] = field(default_factory=list)
     patch: str = ""
     outcome: RebaseOutcome | None = None
+    violations: list[str] = field(default_factory=list)
 
     @property
     def head_sha(self) -> str:
@@ -81,6 +83,12 @@ def _push(state: Rebase) -> str | None:
     if not state.new_sha or state.new_sha == state.head_sha:
         state.outcome = RebaseOutcome.UP_TO_DATE
         return "already up to date"
+    # Every pushed commit passes the guard, and a rebase may only replay the PR's own
+    # commits (the sandbox ran the PR head's setup; it could have made any commits).
+    state.violations = state.work.guard(state.base_sha, state.new_sha, replay_of=state.head_sha)
+    if state.violations:
+        state.outcome, state.patch = RebaseOutcome.REFUSED, ""
+        return "\n".join(state.violations)
     if not pull.can_push_to_head:
         state.outcome = RebaseOutcome.PATCH
         return "fork without maintainer_can_modify: patch commented"
@@ -121,6 +129,9 @@ def _report(state: Rebase) -> str | None:
             "maintainers* ticked, and you need write access here), so it did not push. Apply "
             "this patch there (`git am`).\n\n" + details("patch", state.patch, limit=60000)
         )
+    elif state.outcome == RebaseOutcome.REFUSED:
+        rules = "\n".join(f"- {v}" for v in state.violations)
+        body = f"onloop rebased `{head}` but refused to push it; `{head}` is untouched:\n\n{rules}"
     else:
         # File and branch names come from the PR: code spans and a fence they cannot close.
         files = "\n".join(f"- {inline_code(f)}" for f in state.conflicts) or "- (git listed none)"
@@ -185,4 +196,6 @@ def run_rebase(ctx: JobContext) -> dict[str, Any]:
     result = {"outcome": state.outcome, "old": state.head_sha, "new": state.new_sha}
     if state.outcome == RebaseOutcome.CONFLICTS:
         raise JobFailed("conflicts", conflicts=state.conflicts, **result)
+    if state.outcome == RebaseOutcome.REFUSED:
+        raise JobFailed("refused to push", violations=state.violations, **result)
     return result

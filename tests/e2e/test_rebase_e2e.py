@@ -4,6 +4,7 @@ push through the GitHub double with the commenter's own token."""
 from __future__ import annotations
 
 import subprocess
+import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -324,3 +325,30 @@ def test_a_fork_that_refuses_the_persons_push_gets_a_patch(world: World) -> None
     assert not world.double.pushes
     (result,) = world.user_comments("erin", number)
     assert "git am" in result.body
+
+
+# The repository's setup runs in the sandbox before the rebase, so it (or the PR head's code
+# it runs) can leave a hook that makes the rebased branch hold more than the PR's commits.
+HOOKS = {
+    "an extra commit": "echo evil > evil.txt; git add evil.txt; git commit -q -m evil",
+    # an amend runs post-rewrite again: once is enough
+    "a changed commit": "test -e .git/amended || { touch .git/amended; echo evil >> feature.py; "
+    "git commit -q -a --amend --no-edit; }",
+}
+
+
+@pytest.mark.parametrize("hook", sorted(HOOKS))
+def test_a_rebase_that_is_not_the_prs_own_commits_is_not_pushed(world: World, hook: str) -> None:
+    script = f"#!/bin/sh\\n{HOOKS[hook]}\\n"
+    setup = f"printf '{script}' > .git/hooks/post-rewrite && chmod +x .git/hooks/post-rewrite"
+    setup += f"  # {uuid.uuid4().hex}: a setup no snapshot has, so it runs here"
+    config = "sandbox:\n  setup: |\n    " + setup + "\n"
+    world.double.commit(REPO, "main", {".github/onloop.yml": config}, message="Setup")
+    authorize(world.db, world.double, "alice")
+    head = world.double.branch_sha(REPO, "feature")
+    job = world.wait(world.comment("/agent rebase", "alice"))
+    assert job.state == JobState.FAILED and job.result["outcome"] == "refused", job.result
+    assert any(v.startswith("rebase_replay: ") for v in job.result["violations"]), job.result
+    assert world.double.branch_sha(REPO, "feature") == head and not world.double.pushes
+    (result,) = world.user_comments("alice")
+    assert "refused to push it" in result.body and "rebase_replay" in result.body

@@ -17,10 +17,10 @@ from tasks.git.blast_radius import (
     OUTSIDE,
     PATHS_DENY,
     Violation,
-    check_diff,
     describe,
     escapes,
 )
+from tasks.git.guard import check_diff
 
 ENV = {
     **os.environ,
