@@ -19,6 +19,7 @@ from tasks.sandbox.docker_backend import DockerBackend, DockerSandbox, exec_ids
 from tasks.sandbox.egress.gateway import EgressGateway, EgressPolicy, Refusal, refusal_message
 from tasks.sandbox.pool import PoolSlot, WarmPool
 from tasks.sandbox.snapshots import DEPENDENCY_FILES, SnapshotStore
+from tasks.sandbox.trust import HeadTrust
 
 log = logging.getLogger(__name__)
 BUNDLE = ".onloop-out.bundle"
@@ -75,6 +76,8 @@ def job_sandbox(
     gateway: EgressGateway | None = None,
     egress: EgressPolicy | None = None,
     on_start: Callable[[Sandbox], object] | None = None,
+    trust: HeadTrust = HeadTrust.TRUSTED,
+    scope: str = "",
 ) -> Iterator[JobSandbox]:
     """A started sandbox with `rev` of `repo` checked out at /workspace; always removed.
 
@@ -83,6 +86,8 @@ def job_sandbox(
     container and commits it; later jobs start from that image and skip setup. With a
     `gateway` and a non-empty `egress` policy (Docker only), setup reaches the allowed
     registries through the gateway's proxy; everything after it runs with no network.
+    Snapshots are keyed by `scope` (the installation) and `trust`; an untrusted head's setup
+    runs on a read-only root and no snapshot is looked up or written for it.
     """
     limits = limits or Limits()
     cache.ensure(repo, clone_url, token, sha=rev, refs=refs)
@@ -91,10 +96,12 @@ def job_sandbox(
     run_image, key, need_setup = image, None, bool(setup)
     if not isinstance(backend, DockerBackend) or gateway is None or not egress:
         gateway = egress = None  # setup runs with no network, as every other command
+    if trust is not HeadTrust.TRUSTED:
+        snapshots = None  # nothing an untrusted head's setup did outlives its job
     if setup and snapshots is not None:
         keyed = setup if egress is None else f"{setup}\n# egress {egress.fingerprint()}"
         blobs = cache.dependency_blobs(repo, commit, DEPENDENCY_FILES)
-        key = snapshots.key(image, keyed, blobs)
+        key = snapshots.key(image, keyed, blobs, scope=scope, trust=trust)
         found = snapshots.find(repo, key)
         if found:
             run_image, need_setup = found, False
