@@ -18,6 +18,7 @@ from app.policy.egress import narrow_egress
 from app.policy.repo_config import RepoConfig, UntrustedEgress
 from app.store import audit
 from app.store.models import Job
+from tasks.blueprints.heads import setup_failed
 from tasks.blueprints.pulls import PullRef
 from tasks.blueprints.start import act_as, check_policy, effective_config, installation_repo
 from tasks.git.blast_radius import check_diff
@@ -144,22 +145,7 @@ class Work:
         except SetupFailed as exc:
             if self.ctx.cancel.is_set():
                 raise Cancelled() from None
-            if untrusted:  # its output is the head's words: kept, never posted
-                raise JobFailed(
-                    f"the repository's setup command (`sandbox.setup`) failed with exit code "
-                    f"{exc.result.exit_code} on this untrusted head (a fork's, or its author "
-                    "lacks the trigger permission), which runs with no network by default; "
-                    "the log is on the job's record",
-                    setup_log=exc.result.output[-3000:],
-                    refused=[str(r) for r in exc.refused],
-                    trust=str(trust),
-                ) from None
-            raise JobFailed(
-                f"the repository's setup command (`sandbox.setup`) failed with exit code "
-                f"{exc.result.exit_code}. {exc.hint}".strip(),
-                log=exc.result.output[-3000:],
-                refused=[str(r) for r in exc.refused],
-            ) from None
+            raise setup_failed(exc, trust) from None
         except (SandboxError, JobFailed):
             if self.ctx.cancel.is_set():  # its sandbox was stopped under it: a cancel
                 raise Cancelled() from None
