@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
+import re
 import shutil
 import stat
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import docker.errors
 
 from tasks.git.process import TokenLike, git
 from tasks.git.repo_cache import RepoCache
@@ -23,6 +27,9 @@ from tasks.sandbox.trust import HeadTrust
 
 log = logging.getLogger(__name__)
 BUNDLE = ".onloop-out.bundle"
+# uid:gid that owns the image's tool directories (/opt/venv): a snapshot's setup installs as
+# that user, so no job, which runs as the sandbox user, can rewrite what is on its PATH.
+SETUP_USER_LABEL = "onloop.sandbox.setup-user"
 
 
 class SetupFailed(SandboxError):
@@ -181,6 +188,8 @@ def _setup(
     """Run `setup`; with a snapshot store, in a writable container that is then committed;
     with a gateway, on the job's own network with the proxy as its only way out."""
     writable = snapshots is not None and key is not None
+    if writable:
+        limits = setup_limits(backend, image, limits)
     with contextlib.ExitStack() as stack:
         if gateway is not None and egress is not None and isinstance(backend, DockerBackend):
             uid, gid = exec_ids(limits)
@@ -212,6 +221,21 @@ def _setup(
         assert snapshots is not None and key is not None
         return result, snapshots.create(box, repo, key, image), refused
     raise AssertionError("unreachable")
+
+
+def setup_limits(backend: SandboxBackend, image: str, limits: Limits) -> Limits:
+    """`limits` with the user the image names for setup (SETUP_USER_LABEL), if it names one
+    (and it is not root); else `limits` itself."""
+    if not isinstance(backend, DockerBackend):
+        return limits
+    try:
+        labels = backend.client.images.get(image).labels or {}
+    except docker.errors.ImageNotFound:
+        return limits
+    found = re.fullmatch(r"(\d+):(\d+)", str(labels.get(SETUP_USER_LABEL, "")))
+    if found is None or int(found[1]) == 0:
+        return limits
+    return dataclasses.replace(limits, uid=int(found[1]), gid=int(found[2]))
 
 
 def read_workspace_file(workspace: Path, relpath: str, dest: Path, limit: int = 2**31) -> Path:

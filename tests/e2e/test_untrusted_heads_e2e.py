@@ -7,13 +7,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import docker
 import pytest
 
 from app.store.models import JobState
-from tasks.sandbox.snapshots import REPO_LABEL
 from tests.doubles.github.double import GitHubDouble
 from tests.doubles.package_index import PackageIndex
 from tests.e2e.world import REPO, World, make_world
@@ -62,12 +59,9 @@ def fork_pull(world: World) -> int:
     return world.double.create_pull(REPO, "dave:patch", user="dave").number
 
 
-def snapshots_of(repo: str) -> list[Any]:
-    client = docker.from_env()
-    try:
-        return list(client.images.list(filters={"label": f"{REPO_LABEL}={repo}"}))
-    finally:
-        client.close()
+def snapshots(world: World) -> list[str]:
+    """The keys of the snapshots this world's worker made (other tests share the daemon)."""
+    return [marker.stem for marker in (world.root / "work" / "snapshots").glob("*.used")]
 
 
 def test_a_fork_s_setup_has_no_network_and_its_output_stays_off_public_comments(
@@ -113,10 +107,10 @@ def test_an_outsider_s_head_gets_public_egress_only_and_leaves_no_snapshot(
         job = world.wait(world.comment("/agent review", "alice", number))
         assert job.state == JobState.SUCCEEDED, (job.result, world.worker.output())
         assert index.requests == []  # the private index is refused to it, by address
-        assert snapshots_of(REPO) == []
+        assert snapshots(world) == []
         # alice's own head, same setup: the index with credentials, and a snapshot kept.
         mine = pull(world, "alice", "mine")
         trusted = world.wait(world.comment("/agent review", "alice", mine))
         assert trusted.state == JobState.SUCCEEDED, trusted.result
         assert index.requests and all(a.startswith("Basic ") for _, a in index.requests)
-        assert len(snapshots_of(REPO)) == 1
+        assert len(snapshots(world)) == 1

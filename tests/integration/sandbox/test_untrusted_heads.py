@@ -323,3 +323,91 @@ def test_no_job_sandbox_can_write_the_tool_directories(
         assert all(line.startswith("0 ") for line in owners.splitlines()), owners
     finally:
         box.stop()
+
+
+# -- the image's tool directories --------------------------------------------------------------
+
+TOOLS = {  # a project whose install puts a console script in /opt/venv/bin
+    "pyproject.toml": (
+        "[project]\nname = 'demo-tool'\nversion = '0.1'\n"
+        "[project.scripts]\ndemo-tool = 'demo_tool:main'\n"
+    ),
+    "demo_tool.py": "def main() -> None:\n    print('the real tool')\n",
+}
+
+
+def path_before_system(run: Any, image: str) -> list[str]:
+    path = run(image, ["sh", "-c", "echo $PATH"]).decode().strip().split(":")
+    return path[: path.index("/usr/local/sbin")]
+
+
+@pytest.mark.docker
+def test_the_sandbox_user_cannot_write_the_image_s_tool_directories(
+    docker_client: Any, image: str
+) -> None:
+    """Even with a writable root (as a snapshot's setup has), the sandbox user (1000) writes
+    nothing on PATH before the system's; only the setup user owns /opt/venv."""
+
+    def run(ref: str, command: list[str]) -> bytes:
+        out = docker_client.containers.run(
+            ref, command, user="1000:1000", network_mode="none", remove=True
+        )
+        return bytes(out)
+
+    first = path_before_system(run, image)
+    assert "/opt/venv/bin" in first and "/opt/tools/bin" in first, first
+    for directory in first:
+        done = run(image, ["sh", "-c", f"touch {directory}/poison 2>/dev/null && echo wrote; :"])
+        assert b"wrote" not in done, directory
+    owners = run(image, ["stat", "-c", "%u:%g %n", "/opt/venv", "/opt/venv/bin", "/opt/tools"])
+    assert owners.decode().split("\n")[:3] == [
+        "1001:1001 /opt/venv",
+        "1001:1001 /opt/venv/bin",
+        "0:0 /opt/tools",
+    ]
+    labels = docker_client.images.get(image).labels or {}
+    assert labels.get("onloop.sandbox.setup-user") == "1001:1001"
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_snapshot_s_installed_tools_are_not_the_sandbox_user_s(
+    docker_client: Any, image: str, git_server: GitServer, tmp_path: Path, token: str
+) -> None:
+    """A trusted head's setup installs a console script; in the snapshot it belongs to the
+    setup user, so no later job can swap it, even given a writable root."""
+    from tasks.sandbox.docker_backend import DockerBackend
+
+    repo = f"o/tools-{secrets.token_hex(3)}"
+    sha = make_repo(git_server.root / f"{repo}.git", TOOLS)
+    store = SnapshotStore(docker_client, tmp_path / "snapshots", max_bytes=10 * 2**30)
+    made = ""
+    try:
+        with job_sandbox(
+            DockerBackend(docker_client),
+            RepoCache(tmp_path / "cache"),
+            job_id=new_job_id(),
+            repo=repo,
+            clone_url=git_server.url(repo),
+            rev=sha,
+            image=image,
+            workspace_root=tmp_path / "jobs",
+            token=token,
+            setup="pip install --quiet --no-index --no-build-isolation -e .",
+            snapshots=store,
+            scope="installation-5",
+        ) as js:
+            assert js.setup is not None and js.setup.ok, js.setup
+            made = str(js.snapshot)
+            box = js.sandbox
+            assert box.exec("demo-tool").stdout == "the real tool\n"
+            assert box.exec("stat -c %u /opt/venv/bin/demo-tool").stdout == "1001\n"
+            assert box.exec("stat -c %u /workspace/demo_tool.py").stdout.strip() != "1001"
+        swap = "echo 'echo swapped' > /opt/venv/bin/demo-tool 2>/dev/null && echo wrote; :"
+        out = docker_client.containers.run(
+            made, entrypoint=["sh", "-c", swap], user="1000:1000", network_mode="none", remove=True
+        )
+        assert b"wrote" not in out
+    finally:
+        if made:
+            docker_client.images.remove(made, force=True)
