@@ -185,8 +185,9 @@ def _setup(
     egress: EgressPolicy | None = None,
     on_start: Callable[[Sandbox], object] | None = None,
 ) -> tuple[ExecResult, str, list[Refusal]]:
-    """Run `setup`; with a snapshot store, in a writable container that is then committed;
-    with a gateway, on the job's own network with the proxy as its only way out."""
+    """Run `setup`; with a snapshot store, in a writable container (as the image's setup
+    user, see `setup_limits`) that is then committed; with a gateway, on the job's own
+    network with the proxy as its only way out."""
     writable = snapshots is not None and key is not None
     if writable:
         limits = setup_limits(backend, image, limits)
