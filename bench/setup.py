@@ -100,7 +100,7 @@ def main() -> None:
                 "workspace_root": tmp / "jobs",
                 "limits": limits,
                 "gateway": gateway,
-                "egress": gateway.policy([f"{index.url}/simple/"]),
+                "egress": gateway.policy([f"{index.url}/simple/"], private=[host]),
             }
             for repo, sha in shas.items():  # mirrors fetched, so only setup differs
                 cache.ensure(repo, server.url(repo), token, sha=sha)
@@ -130,7 +130,7 @@ def main() -> None:
             refetched = sum(1 for p, _ in index.requests[fetched:] if p.startswith("/files/"))
             snap, snap_setup = job("o/first")  # same dependency hash: its snapshot
             assert snap_setup is None
-            intercepted = gateway.policy([f"{private.url}/simple/"])
+            intercepted = gateway.policy([f"{private.url}/simple/"], private=[host])
             assert intercepted.intercept
             tls, tls_setup = job("o/private", egress=intercepted)  # cold, other index
             assert private.requests and all(a for _, a in private.requests)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from enum import StrEnum
 from typing import Annotated, Literal
 
 import yaml
@@ -31,6 +32,13 @@ def _all_commands() -> list[Verb]:
     return ["fix", "rebase", "review"]
 
 
+class UntrustedEgress(StrEnum):
+    """What setup of an untrusted head may reach (`sandbox.untrusted_egress`)."""
+
+    NONE = "none"  # nothing: setup runs with no network
+    PUBLIC = "public"  # the egress list, without credentials, private indexes or the cache
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
@@ -54,6 +62,12 @@ class SandboxConfig(_Section):
     @classmethod
     def _egress(cls, value: list[EgressEntry] | None) -> list[EgressEntry] | None:
         return None if value is None else [check_entry(e) for e in value]
+
+    # The organisation file's alone (effective_config keeps its value whatever a repository
+    # says): what setup of an untrusted head (a fork's, an outsider's) may reach...
+    untrusted_egress: UntrustedEgress = UntrustedEgress.NONE
+    # ...and the hosts of private indexes, the only ones setup may reach at a private address.
+    private_indexes: list[str] = Field(default_factory=list)
 
 
 class ChecksConfig(_Section):

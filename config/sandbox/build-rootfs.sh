@@ -26,9 +26,10 @@ exec mmdebstrap --mode=root --variant=apt --format=tar --quiet \
   --customize-hook='chroot "$1" env -i PATH=/usr/bin:/bin /opt/tools/bin/pip install --quiet --no-index --no-cache-dir --find-links /tmp/onloop-wheels -r /tmp/onloop-wheels/tools.txt' \
   --customize-hook='rm -rf "$1/tmp/onloop-wheels" "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin' \
   --customize-hook='chroot "$1" useradd --uid 1000 --user-group --create-home --shell /bin/bash sandbox' \
+  --customize-hook='chroot "$1" useradd --uid 1001 --user-group --no-create-home --shell /usr/sbin/nologin sandbox-setup' \
   --customize-hook='mkdir -p "$1/workspace" && chown 1000:1000 "$1/workspace"' \
   --customize-hook='chroot "$1" env -i PATH=/usr/bin:/bin python3 -m venv --system-site-packages /opt/venv' \
-  --customize-hook='chown -R 1000:1000 "$1/opt/venv"' \
+  --customize-hook='chown -R 1001:1001 "$1/opt/venv"' \
   "$suite" - \
   "deb $mirror $suite main" \
   "deb $mirror $suite-updates main" \

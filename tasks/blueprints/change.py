@@ -15,6 +15,7 @@ from tasks.blueprints.common import Work
 from tasks.runner.context import JobContext, JobFailed
 from tasks.runner.steps import StepKind
 from tasks.sandbox.base import Sandbox
+from tasks.sandbox.trust import HeadTrust
 
 
 class ChangeOutcome(StrEnum):
@@ -171,11 +172,13 @@ def make_change(
     rev: str,
     branch: str,
     subject: str,
+    trust: HeadTrust,
     refs: Sequence[str] = (),
     trailers: Sequence[str] = (),
 ) -> Change:
-    """Check out `rev` in a sandbox and run the steps; the sandbox is gone afterwards."""
-    with work.sandbox(rev, branch=branch, refs=refs) as js:
+    """Check out `rev` in a sandbox (`trust`: of the code at `rev`) and run the steps; the
+    sandbox is gone afterwards."""
+    with work.sandbox(rev, trust=trust, branch=branch, refs=refs) as js:
         change = Change(work, js.sandbox, task.kind, task, subject, trailers, base=js.sha)
         run_steps(work.ctx, STEPS, change)
     return change

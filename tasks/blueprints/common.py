@@ -15,9 +15,10 @@ from sqlalchemy import update
 
 import app.github.clients as gh
 from app.policy.egress import narrow_egress
-from app.policy.repo_config import RepoConfig
+from app.policy.repo_config import RepoConfig, UntrustedEgress
 from app.store import audit
 from app.store.models import Job
+from tasks.blueprints.heads import setup_failed
 from tasks.blueprints.pulls import PullRef
 from tasks.blueprints.start import act_as, check_policy, effective_config, installation_repo
 from tasks.blueprints.targets import Refusal, Target, push_target, rejected_as_protected
@@ -30,6 +31,7 @@ from tasks.runner.repo_settings import LoadedConfig
 from tasks.sandbox.base import ExecResult, Sandbox, SandboxError
 from tasks.sandbox.egress.policy import refusal_message
 from tasks.sandbox.job import JobSandbox, SetupFailed, collect_commits, job_sandbox
+from tasks.sandbox.trust import HeadTrust
 from tasks.sandbox.workplace import Workplace
 
 TRAILER = "Onloop-Job"
@@ -78,16 +80,24 @@ class Work:
         self,
         rev: str,
         *,
+        trust: HeadTrust,
         branch: str | None = None,
         refs: Sequence[str] = (),
         clone_url: str | None = None,
     ) -> Iterator[JobSandbox]:
-        """A started sandbox with `rev` checked out (and the repo's setup done); removed after."""
-        place, name = self.place, self.repo.full_name
+        """A started sandbox with `rev` checked out (and the repo's setup done); removed after.
+        An untrusted head's setup gets no network unless the organisation file says
+        `sandbox.untrusted_egress: public` (and then no credentials, private index or cache),
+        leaves no snapshot, and its output stays on the job's record, off public comments."""
+        place, name, conf = self.place, self.repo.full_name, self.config.sandbox
         started = time.monotonic()
-        gateway, egress = place.gateway, self.config.sandbox.egress
+        gateway, egress = place.gateway, conf.egress
         if egress is None:  # unset: the default registries (pypi, npm)
             egress = narrow_egress(None, None)[0]
+        untrusted = trust is not HeadTrust.TRUSTED
+        if untrusted and conf.untrusted_egress is not UntrustedEgress.PUBLIC:
+            gateway = None
+        scope = f"installation-{self.ctx.job.installation_id}"
         boxes: list[Sandbox] = []  # setup's, then the job's: /agent cancel stops them now
 
         def stop_all() -> None:
@@ -121,27 +131,24 @@ class Work:
                     snapshots=place.snapshots,
                     pool=place.pool,
                     gateway=gateway,
-                    egress=gateway.policy(egress, f"installation-{self.ctx.job.installation_id}")
+                    egress=gateway.policy(egress, scope, private=conf.private_indexes, trust=trust)
                     if gateway is not None
                     else None,
                     on_start=on_start,
+                    trust=trust,
+                    scope=scope,
                 ) as js,
             ):
                 boxes.append(js.sandbox)
                 js.sandbox.observers.append(self._audit_command)
-                if js.refused:
+                if js.refused and not untrusted:  # an untrusted head names the hosts
                     self.ctx.notes.append(refusal_message(js.refused))
                 self.ctx.meter.observe("sandbox_start_seconds", time.monotonic() - started)
                 yield js
         except SetupFailed as exc:
             if self.ctx.cancel.is_set():
                 raise Cancelled() from None
-            raise JobFailed(
-                f"the repository's setup command (`sandbox.setup`) failed with exit code "
-                f"{exc.result.exit_code}. {exc.hint}".strip(),
-                log=exc.result.output[-3000:],
-                refused=[str(r) for r in exc.refused],
-            ) from None
+            raise setup_failed(exc, trust) from None
         except (SandboxError, JobFailed):
             if self.ctx.cancel.is_set():  # its sandbox was stopped under it: a cancel
                 raise Cancelled() from None

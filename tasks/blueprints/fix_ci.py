@@ -16,6 +16,7 @@ from tasks.blueprints import Step, run_steps
 from tasks.blueprints.change import STEPS as CHANGE_STEPS
 from tasks.blueprints.change import Change, ChangeOutcome, make_change
 from tasks.blueprints.common import Work, act_as, begin, installation_repo
+from tasks.blueprints.heads import head_trust
 from tasks.blueprints.pulls import PullRef
 from tasks.blueprints.targets import Target
 from tasks.ci.failures import FailedJob, failed_jobs
@@ -123,6 +124,7 @@ def _change(state: FixCI) -> None:
         rev=state.head_sha,
         branch=state.branch,
         refs=state.fetch_refs,
+        trust=head_trust(state.work.repo, state.pull, state.work.config.trigger_permission),
         subject=f"Fix CI: {names}",
         trailers=[KIND_TRAILER],
     )

@@ -17,6 +17,7 @@ from tasks.blueprints.change import Change, ChangeOutcome, configured_agent, mak
 from tasks.blueprints.common import Work, begin, installation_repo
 from tasks.runner.context import JobContext, JobFailed
 from tasks.runner.people import as_person
+from tasks.sandbox.trust import HeadTrust
 
 NO_AGENT = (
     "onloop has no coding agent configured, so it cannot work on issues yet (it can still "
@@ -135,6 +136,7 @@ def run_fix_issue(ctx: JobContext) -> dict[str, Any]:
         AgentTask(Kind.FIX_ISSUE, f"Fix issue #{issue.number}", "", quoted=(text,)),
         rev=base_sha,
         branch=state.branch,
+        trust=HeadTrust.TRUSTED,  # the default branch's tip
         subject=f"Fix #{issue.number}: {issue.title}"[:72],
     )
     run_steps(ctx, AFTER, state)

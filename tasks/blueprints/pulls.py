@@ -20,6 +20,7 @@ class PullRef:
     head_ref: str  # the head's branch name
     head_sha: str
     maintainer_can_modify: bool
+    author: str | None = None  # who opened it (its head's trust: tasks/blueprints/heads.py)
 
     @classmethod
     def of(cls, pr: PullRequest, base: Repository) -> PullRef:
@@ -32,6 +33,7 @@ class PullRef:
             head_ref=pr.head.ref,
             head_sha=pr.head.sha,
             maintainer_can_modify=bool(pr.maintainer_can_modify),
+            author=pr.user.login if pr.user is not None else None,
         )
 
     @property

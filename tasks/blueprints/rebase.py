@@ -15,6 +15,7 @@ from app.github.comments import details, upsert_comment
 from app.store.models import Job
 from tasks.blueprints import Step, run_steps
 from tasks.blueprints.common import Work, begin
+from tasks.blueprints.heads import head_trust
 from tasks.blueprints.pulls import PullRef
 from tasks.git.process import GitError
 from tasks.runner.context import JobContext, JobFailed
@@ -49,7 +50,10 @@ class Rebase:
 def _rebase_in_sandbox(state: Rebase) -> str | None:
     work, pull = state.work, state.pull
     env = work.identity()
-    with work.sandbox(state.head_sha, refs=pull.fetch_refs, branch=pull.head_ref) as js:
+    trust = head_trust(work.repo, pull, work.config.trigger_permission)
+    with work.sandbox(
+        state.head_sha, trust=trust, refs=pull.fetch_refs, branch=pull.head_ref
+    ) as js:
         box = js.sandbox
         git = ["git", "-c", "rerere.enabled=true", "-c", "core.editor=true"]
         done = box.exec([*git, "rebase", "--no-autosquash", state.base_sha], env=env)

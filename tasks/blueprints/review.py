@@ -13,6 +13,7 @@ from app.store.models import Job
 from tasks.agent import AgentConfigError, AgentTask, Quoted, budget_from, get_agent
 from tasks.blueprints import Step, run_steps
 from tasks.blueprints.common import begin, installation_repo
+from tasks.blueprints.heads import head_trust
 from tasks.blueprints.pulls import PullRef
 from tasks.blueprints.review_post import existing_review, post
 from tasks.blueprints.review_state import Review
@@ -60,7 +61,10 @@ def _diff(state: Review) -> str | None:
 def _sandbox(state: Review) -> str | None:
     if state.existing or not state.changed.paths:
         return "not needed"
-    js = state.stack.enter_context(state.work.sandbox(state.head_sha, refs=state.pull.fetch_refs))
+    work = state.work
+    trust = head_trust(work.repo, state.pull, work.config.trigger_permission)
+    sandbox = work.sandbox(state.head_sha, trust=trust, refs=state.pull.fetch_refs)
+    js = state.stack.enter_context(sandbox)
     state.box = js.sandbox
     state.stack.enter_context(state.ctx.cancel_watch(js.sandbox.stop))
     return f"sandbox on {state.head_sha[:12]} ({js.image})"

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
+import re
 import shutil
 import stat
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import docker.errors
 
 from tasks.git.process import TokenLike, git
 from tasks.git.repo_cache import RepoCache
@@ -19,9 +23,13 @@ from tasks.sandbox.docker_backend import DockerBackend, DockerSandbox, exec_ids
 from tasks.sandbox.egress.gateway import EgressGateway, EgressPolicy, Refusal, refusal_message
 from tasks.sandbox.pool import PoolSlot, WarmPool
 from tasks.sandbox.snapshots import DEPENDENCY_FILES, SnapshotStore
+from tasks.sandbox.trust import HeadTrust
 
 log = logging.getLogger(__name__)
 BUNDLE = ".onloop-out.bundle"
+# uid:gid that owns the image's tool directories (/opt/venv): a snapshot's setup installs as
+# that user, so no job, which runs as the sandbox user, can rewrite what is on its PATH.
+SETUP_USER_LABEL = "onloop.sandbox.setup-user"
 
 
 class SetupFailed(SandboxError):
@@ -75,6 +83,8 @@ def job_sandbox(
     gateway: EgressGateway | None = None,
     egress: EgressPolicy | None = None,
     on_start: Callable[[Sandbox], object] | None = None,
+    trust: HeadTrust = HeadTrust.TRUSTED,
+    scope: str = "",
 ) -> Iterator[JobSandbox]:
     """A started sandbox with `rev` of `repo` checked out at /workspace; always removed.
 
@@ -83,6 +93,8 @@ def job_sandbox(
     container and commits it; later jobs start from that image and skip setup. With a
     `gateway` and a non-empty `egress` policy (Docker only), setup reaches the allowed
     registries through the gateway's proxy; everything after it runs with no network.
+    Snapshots are keyed by `scope` (the installation) and `trust`; an untrusted head's setup
+    runs on a read-only root and no snapshot is looked up or written for it.
     """
     limits = limits or Limits()
     cache.ensure(repo, clone_url, token, sha=rev, refs=refs)
@@ -91,10 +103,12 @@ def job_sandbox(
     run_image, key, need_setup = image, None, bool(setup)
     if not isinstance(backend, DockerBackend) or gateway is None or not egress:
         gateway = egress = None  # setup runs with no network, as every other command
+    if trust is not HeadTrust.TRUSTED:
+        snapshots = None  # nothing an untrusted head's setup did outlives its job
     if setup and snapshots is not None:
         keyed = setup if egress is None else f"{setup}\n# egress {egress.fingerprint()}"
         blobs = cache.dependency_blobs(repo, commit, DEPENDENCY_FILES)
-        key = snapshots.key(image, keyed, blobs)
+        key = snapshots.key(image, keyed, blobs, scope=scope, trust=trust)
         found = snapshots.find(repo, key)
         if found:
             run_image, need_setup = found, False
@@ -171,9 +185,12 @@ def _setup(
     egress: EgressPolicy | None = None,
     on_start: Callable[[Sandbox], object] | None = None,
 ) -> tuple[ExecResult, str, list[Refusal]]:
-    """Run `setup`; with a snapshot store, in a writable container that is then committed;
-    with a gateway, on the job's own network with the proxy as its only way out."""
+    """Run `setup`; with a snapshot store, in a writable container (as the image's setup
+    user, see `setup_limits`) that is then committed; with a gateway, on the job's own
+    network with the proxy as its only way out."""
     writable = snapshots is not None and key is not None
+    if writable:
+        limits = setup_limits(backend, image, limits)
     with contextlib.ExitStack() as stack:
         if gateway is not None and egress is not None and isinstance(backend, DockerBackend):
             uid, gid = exec_ids(limits)
@@ -205,6 +222,21 @@ def _setup(
         assert snapshots is not None and key is not None
         return result, snapshots.create(box, repo, key, image), refused
     raise AssertionError("unreachable")
+
+
+def setup_limits(backend: SandboxBackend, image: str, limits: Limits) -> Limits:
+    """`limits` with the user the image names for setup (SETUP_USER_LABEL), if it names one
+    (and it is not root); else `limits` itself."""
+    if not isinstance(backend, DockerBackend):
+        return limits
+    try:
+        labels = backend.client.images.get(image).labels or {}
+    except docker.errors.ImageNotFound:
+        return limits
+    found = re.fullmatch(r"(\d+):(\d+)", str(labels.get(SETUP_USER_LABEL, "")))
+    if found is None or int(found[1]) == 0:
+        return limits
+    return dataclasses.replace(limits, uid=int(found[1]), gid=int(found[2]))
 
 
 def read_workspace_file(workspace: Path, relpath: str, dest: Path, limit: int = 2**31) -> Path:

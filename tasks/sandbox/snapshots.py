@@ -15,6 +15,7 @@ import docker
 import docker.errors
 
 from tasks.sandbox.docker_backend import DockerSandbox
+from tasks.sandbox.trust import HeadTrust
 
 log = logging.getLogger(__name__)
 
@@ -54,10 +55,20 @@ KEY_LABEL = "onloop.snapshot.key"
 BASE_SIZE_LABEL = "onloop.snapshot.base-size"
 
 
-def snapshot_key(base_image_id: str, setup: str, blobs: Sequence[tuple[str, str]]) -> str:
-    """The key: the base image, the setup command and every dependency file's content."""
-    doc = json.dumps({"base": base_image_id, "setup": setup, "files": sorted(blobs)})
-    return hashlib.sha256(doc.encode()).hexdigest()
+def snapshot_key(
+    base_image_id: str,
+    setup: str,
+    blobs: Sequence[tuple[str, str]],
+    *,
+    scope: str = "",
+    trust: HeadTrust = HeadTrust.TRUSTED,
+) -> str:
+    """The key: the base image, the setup command, every dependency file's content, whose
+    snapshot it is (`scope`: the installation) and the trust of the head that made it, so
+    one installation's or an untrusted head's snapshot is never another job's start."""
+    doc = {"base": base_image_id, "setup": setup, "files": sorted(blobs)}
+    doc |= {"scope": scope, "trust": str(trust)}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 
 def snapshot_repository(repo: str) -> str:
@@ -81,10 +92,18 @@ class SnapshotStore:
         self.max_bytes = max_bytes
         state_dir.mkdir(parents=True, exist_ok=True)
 
-    def key(self, base_image: str, setup: str, blobs: Sequence[tuple[str, str]]) -> str:
+    def key(
+        self,
+        base_image: str,
+        setup: str,
+        blobs: Sequence[tuple[str, str]],
+        *,
+        scope: str = "",
+        trust: HeadTrust = HeadTrust.TRUSTED,
+    ) -> str:
         """The snapshot key for a job (the base image is taken by id, not by tag)."""
         image_id = str(self.client.images.get(base_image).id)
-        return snapshot_key(image_id, setup, blobs)
+        return snapshot_key(image_id, setup, blobs, scope=scope, trust=trust)
 
     def tag(self, repo: str, key: str) -> str:
         """The image reference of one snapshot."""

@@ -62,6 +62,7 @@ class PackageIndex:
         self.auth = "Basic " + base64.b64encode(auth.encode()).decode() if auth else None
         self.rate = rate
         self.requests: list[tuple[str, str]] = []
+        self.methods: list[tuple[str, str, str]] = []  # (method, path, Authorization header)
         index = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -72,6 +73,15 @@ class PackageIndex:
 
             def do_GET(self) -> None:
                 index.handle(self)
+
+            def do_HEAD(self) -> None:
+                index.handle(self)
+
+            def do_POST(self) -> None:  # an upload: read, recorded, then answered as a GET
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                index.handle(self)
+
+            do_PUT = do_POST
 
         self.httpd = ThreadingHTTPServer((host, 0), Handler)
         self.httpd.daemon_threads = True
@@ -106,6 +116,7 @@ class PackageIndex:
     def handle(self, req: BaseHTTPRequestHandler) -> None:
         header = req.headers.get("Authorization") or ""
         self.requests.append((req.path, header))
+        self.methods.append((req.command, req.path, header))
         if self.auth and header != self.auth:
             self._send(req, 401, b"auth needed\n", {"WWW-Authenticate": 'Basic realm="idx"'})
             return
@@ -138,6 +149,8 @@ class PackageIndex:
         for key, value in {**headers, "Content-Length": str(len(body))}.items():
             req.send_header(key, value)
         req.end_headers()
+        if req.command == "HEAD":
+            return
         step = 64 * 1024
         for start in range(0, len(body), step):
             req.wfile.write(body[start : start + step])

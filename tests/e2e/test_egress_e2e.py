@@ -44,7 +44,9 @@ def operator_files(tmp_path: Path, index: PackageIndex, ca: bytes) -> dict[str, 
     creds, bundle, org = tmp_path / "creds.yml", tmp_path / "ca.pem", tmp_path / "org.yml"
     creds.write_text(f"{index.url}: {{username: reader, password: {PASSWORD}}}\n")
     bundle.write_bytes(ca)
-    org.write_text(f"sandbox:\n  egress: [pypi, '{index.url}/simple/']\n")
+    org.write_text(
+        f"sandbox:\n  egress: [pypi, '{index.url}/simple/']\n  private_indexes: ['{index.url}']\n"
+    )
     return {"egress_credentials_file": creds, "egress_ca_file": bundle, "config_file": org}
 
 

@@ -37,6 +37,7 @@ from tasks.sandbox.egress.policy import (
     refusal_message,
 )
 from tasks.sandbox.egress.tls import make_job_tls, proxy_flags
+from tasks.sandbox.trust import HeadTrust
 
 __all__ = [
     "CACHE_MOUNT",
@@ -117,11 +118,23 @@ class EgressGateway:
             if stale.stat().st_mtime < time.time() - 86400:
                 shutil.rmtree(stale, ignore_errors=True)
 
-    def policy(self, entries: Sequence[EgressEntry], cache_scope: str = "") -> EgressPolicy:
-        """The policy for a job's (narrowed) egress list, with this worker's credentials and
-        the download cache of `cache_scope` (one per installation, say)."""
-        policy = EgressPolicy.from_entries(entries, self.credentials)
-        return dataclasses.replace(policy, cache_scope=re.sub(r"[^A-Za-z0-9_.-]", "_", cache_scope))
+    def policy(
+        self,
+        entries: Sequence[EgressEntry],
+        cache_scope: str = "",
+        *,
+        private: Sequence[str] = (),
+        trust: HeadTrust = HeadTrust.TRUSTED,
+    ) -> EgressPolicy:
+        """The policy for a job's (narrowed) egress list, with this worker's credentials, the
+        operator's `private` indexes and the download cache of `cache_scope` (one per
+        installation, say). An untrusted head gets none of the three: public hosts only."""
+        scope = re.sub(r"[^A-Za-z0-9_.-]", "_", cache_scope)
+        if trust is not HeadTrust.TRUSTED:
+            policy = EgressPolicy.from_entries(entries)
+            return dataclasses.replace(policy, cache_scope=scope, shared_cache=False)
+        policy = EgressPolicy.from_entries(entries, self.credentials, private)
+        return dataclasses.replace(policy, cache_scope=scope)
 
     def egress_network(self) -> str:
         """The shared network with a way out, made on first use with inter-container traffic
@@ -178,7 +191,7 @@ class EgressGateway:
             proxy = self._start_proxy(name, labels, conf, network, egress, flags)
             ip = self._ip(proxy, str(network.name))
             url = f"http://{ip}:{PROXY_PORT}"
-            mounts = self._cache_mounts(uid, gid, policy.cache_scope)
+            mounts = self._cache_mounts(uid, gid, policy.cache_scope) if policy.shared_cache else []
             env = policy.env(url, cache=bool(mounts))
             if policy.intercept:
                 mounts.append(Mount(TRUST_MOUNT, str(trust.resolve()), type="bind", read_only=True))

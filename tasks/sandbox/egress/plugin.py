@@ -5,7 +5,7 @@
 # never in the worker: it imports nothing from onloop. Its policy is a JSON file written by
 # tasks/sandbox/egress/gateway.py:
 #   {"allow": [["pypi.org", 443], ...], "literal": ["10.0.0.5"], "auth": {"host:port": "Basic .."},
-#    "intercept": ["pkgs.example.com:443"]}
+#    "intercept": ["pkgs.example.com:443"], "private": ["10.0.0.5"]}
 # TLS to an "intercept" host is opened by the proxy (with the host certificate the worker made
 # for the job, see tasks/sandbox/egress/tls.py) so that its credentials can be added; every
 # other CONNECT stays an opaque tunnel.
@@ -51,6 +51,7 @@ def policy() -> dict[str, Any]:
                 "literal": set(data.get("literal", [])),
                 "auth": dict(data.get("auth", {})),
                 "intercept": set(data.get("intercept", [])),
+                "private": set(data.get("private", [])),
             }
         return _policy
 
@@ -80,10 +81,51 @@ def refuse(host: str, port: int, why: str) -> HttpRequestRejected:
     return HttpRequestRejected(status_code=403, reason=b"Forbidden", body=body)
 
 
-def blocked_address(ip: str) -> bool:
-    """Addresses never reached by name: loopback, link-local (cloud metadata), unspecified."""
-    address = ipaddress.ip_address(ip)
-    return address.is_loopback or address.is_link_local or address.is_unspecified
+# IPv6 forms that carry an IPv4 address (which is what the connection then reaches).
+NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
+CGNAT = ipaddress.ip_network("100.64.0.0/10")  # shared address space (RFC 6598)
+NEVER = "resolves to a loopback, link-local or other local address"
+PRIVATE = "resolves to a private address (an operator may allow a private index by name)"
+
+
+def addresses(ip: str) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+    """The address and every IPv4 address it carries: IPv4-mapped (::ffff:127.0.0.1),
+    IPv4-compatible, 6to4, Teredo and NAT64 forms (RFC 4291, 3056, 4380, 6052)."""
+    address = ipaddress.ip_address(ip.split("%", 1)[0])
+    found: list[ipaddress.IPv4Address | ipaddress.IPv6Address] = [address]
+    if isinstance(address, ipaddress.IPv6Address):
+        packed = int(address)
+        if address.ipv4_mapped is not None:
+            found.append(address.ipv4_mapped)
+        if address.sixtofour is not None:
+            found.append(address.sixtofour)
+        if address.teredo is not None:
+            found += list(address.teredo)
+        if packed >> 32 == 0 and packed > 1:  # ::a.b.c.d, deprecated but still routed
+            found.append(ipaddress.IPv4Address(packed))
+        if any(address in net for net in NAT64):
+            found.append(ipaddress.IPv4Address(packed & 0xFFFFFFFF))
+    return found
+
+
+def blocked_address(ip: str, private_ok: bool = False) -> str | None:
+    """Why setup must not reach `ip`, or None: loopback, link-local (cloud metadata),
+    unspecified and multicast never; private, shared (CGNAT) and reserved ranges only for a
+    host the operator allowed as a private index."""
+    try:
+        found = addresses(ip)
+    except ValueError:
+        return NEVER
+    for address in found:
+        if address.is_loopback or address.is_link_local or address.is_unspecified:
+            return NEVER
+        if address.is_multicast:
+            return NEVER
+    for address in found:
+        local = not address.is_global or address in CGNAT or address.is_reserved
+        if local and not private_ok:
+            return PRIVATE
+    return None
 
 
 class EgressPolicyPlugin(HttpProxyBasePlugin):
@@ -115,17 +157,23 @@ class EgressPolicyPlugin(HttpProxyBasePlugin):
 
     def resolve_dns(self, host: str, port: int) -> tuple[str | None, None]:
         name = normal_host(host)
-        if name in policy()["literal"]:
-            return None, None  # an address the policy names itself
+        private_ok = name in policy()["private"]
+        if name in policy()["literal"]:  # an address the policy names itself
+            why = blocked_address(name, private_ok)
+            if why:
+                raise refuse(name, port, why)
+            return None, None
         try:
             infos = socket.getaddrinfo(name, port, type=socket.SOCK_STREAM)
         except OSError:
             return None, None  # proxy.py reports the failure to the client
+        why = NEVER
         for info in infos:
             ip = str(info[4][0])
-            if not blocked_address(ip):
-                return ip, None
-        raise refuse(name, port, "resolves to a loopback or link-local address")
+            why = blocked_address(ip, private_ok) or ""
+            if not why:
+                return ip, None  # connected to by address: a second lookup cannot rebind it
+        raise refuse(name, port, why)
 
     def handle_client_request(self, request: HttpParser) -> HttpParser | None:
         if request.is_https_tunnel or self.upstream is None:
@@ -139,6 +187,10 @@ class EgressPolicyPlugin(HttpProxyBasePlugin):
         # whatever answers there); a plain-HTTP index's go only in plain requests.
         secure = self.tunnel and self.intercepted
         if secure != (key in policy()["intercept"]):
+            return request
+        # Only reads carry them: an upload (POST, PUT...) with the operator's credentials
+        # could publish to the index in the operator's name.
+        if (request.method or b"").upper() not in (b"GET", b"HEAD"):
             return request
         value = policy()["auth"].get(key)
         if value:

@@ -100,13 +100,23 @@ class EgressPolicy:
     # Whose download cache setup gets (e.g. `installation-42`): one installation's downloads,
     # some fetched with the operator's private-index credentials, never reach another's.
     cache_scope: str = ""
+    # Whether setup gets that cache at all: not an untrusted head's, which could poison it
+    # for the next job or read packages fetched with the operator's credentials.
+    shared_cache: bool = True
+    # Hosts (as listed) the operator allowed to be private indexes: only they may resolve to
+    # a private address; loopback, link-local and the like are refused for every host.
+    private: frozenset[str] = frozenset()
 
     @classmethod
     def from_entries(
-        cls, entries: Sequence[EgressEntry], credentials: Mapping[str, str] | None = None
+        cls,
+        entries: Sequence[EgressEntry],
+        credentials: Mapping[str, str] | None = None,
+        private: Sequence[str] = (),
     ) -> EgressPolicy:
         """The policy for a (narrowed) `sandbox.egress` list. Credentials apply to hosts on the
-        list only; an HTTPS one among them is intercepted so the proxy can add them."""
+        list only; an HTTPS one among them is intercepted so the proxy can add them. Of the
+        `private` hosts (the operator's private indexes), those on the list may be private."""
         allow: set[tuple[str, int]] = set()
         pip: list[str] = []
         npm: str | None = None
@@ -132,6 +142,7 @@ class EgressPolicy:
                 npm = url
         listed = {f"{h}:{p}" for h, p in allow}
         auth = {k: v for k, v in (credentials or {}).items() if k in listed}
+        hosts = {h for h, _ in allow}
         return cls(
             frozenset(allow),
             tuple(dict.fromkeys(pip)),
@@ -139,6 +150,7 @@ class EgressPolicy:
             tuple(trusted),
             auth,
             frozenset(auth) & tls,
+            private=frozenset(h for h in map(private_host, private) if h in hosts),
         )
 
     def __bool__(self) -> bool:
@@ -156,6 +168,7 @@ class EgressPolicy:
             "literal": literal,
             "auth": dict(self.auth),
             "intercept": sorted(self.intercept),
+            "private": sorted(self.private),
         }
 
     def intercepted_hosts(self) -> list[str]:
@@ -186,6 +199,14 @@ class EgressPolicy:
             env |= {name: bundle for name in ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")}
             env |= {"CURL_CA_BUNDLE": bundle, "NODE_EXTRA_CA_CERTS": f"{TRUST_MOUNT}/ca.pem"}
         return env
+
+
+def private_host(name: str) -> str:
+    """A private index's host as the allowlist spells it (an URL or a bare host name)."""
+    text = name.strip()
+    if "//" in text:
+        return urlsplit(text).hostname or ""
+    return text.strip("[]").rstrip(".").lower()
 
 
 def parse_refusals(logs: str) -> list[Refusal]:

@@ -167,7 +167,7 @@ def test_setup_installs_from_the_allowlisted_index_then_the_sandbox_has_no_netwo
     gateway.credentials = load_credentials(
         f"{index.url}: {{username: reader, password: index-pw-123}}"
     )
-    policy = gateway.policy([f"{index.url}/simple/"])
+    policy = gateway.policy([f"{index.url}/simple/"], private=[index.url])
     index_target = index.url.removeprefix("http://")
     setup = (
         "env > /workspace/.setup-env && echo ${HTTP_PROXY#http://} > /workspace/.proxy && "
@@ -270,7 +270,7 @@ def test_a_host_not_on_the_list_is_refused_and_recorded_on_the_job(
                 token=token,
                 setup=setup,
                 gateway=gateway,
-                egress=gateway.policy([f"{index.url}/simple/"]),
+                egress=gateway.policy([f"{index.url}/simple/"], private=[index.url]),
                 limits=Limits(command_timeout=120),
             ):
                 pass
@@ -291,7 +291,7 @@ def test_jobs_cannot_reach_each_other_nor_the_host_directly(
 
     backend = DockerBackend(docker_client)
     limits = Limits(command_timeout=60)
-    policy = gateway.policy([f"{index.url}/simple/"])
+    policy = gateway.policy([f"{index.url}/simple/"], private=[index.url])
     jobs = [new_job_id(), new_job_id()]
     boxes: list[Sandbox] = []
     with (

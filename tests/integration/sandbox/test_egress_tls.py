@@ -132,7 +132,7 @@ def test_setup_installs_from_an_https_index_with_credentials_the_proxy_adds(
         f"{private.url}/simple/: {{username: reader, password: tls-pw-456}}"
     )
     gateway.upstream_ca = private_ca.ca_pem + public_ca.ca_pem
-    policy = gateway.policy([f"{private.url}/simple/", public.url])
+    policy = gateway.policy([f"{private.url}/simple/", public.url], private=[host_ip])
     assert policy.intercept == {private.url.removeprefix("https://")}
     targets = [index.url.removeprefix("https://") for index in (private, public)]
     setup = (
@@ -220,7 +220,7 @@ def test_credentials_follow_the_connection_s_upstream_not_the_request_s_host(
         gateway.credentials = load_credentials(
             f"{private.url}: {{username: reader, password: keep-pw-789}}"
         )
-        policy = gateway.policy([f"{private.url}/simple/", other.url])
+        policy = gateway.policy([f"{private.url}/simple/", other.url], private=[host_ip])
         limits = Limits(command_timeout=60)
         job = new_job_id()
         with gateway.session(job, policy, *exec_ids(limits)) as net:
@@ -272,7 +272,7 @@ def test_an_index_whose_certificate_does_not_verify_gets_no_credentials_and_is_e
             token=token,
             setup="pip install --quiet --retries 0 -r requirements.txt",
             gateway=gateway,
-            egress=gateway.policy([f"{private.url}/simple/"]),
+            egress=gateway.policy([f"{private.url}/simple/"], private=[host_ip]),
             limits=Limits(command_timeout=120),
         ):
             pass
@@ -303,7 +303,7 @@ def test_an_https_index_s_credentials_never_go_in_a_plain_request(
         gateway.credentials = load_credentials(
             f"https://{target}: {{username: reader, password: clear-pw-000}}"
         )
-        policy = gateway.policy([f"https://{target}/simple/"])
+        policy = gateway.policy([f"https://{target}/simple/"], private=[host_ip])
         assert policy.intercept == {target}
         limits = Limits(command_timeout=60)
         job = new_job_id()
