@@ -3,30 +3,27 @@
 from __future__ import annotations
 
 import contextlib
-import re
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from github import GithubException
 from github.Repository import Repository
-from sqlalchemy import update
 
 import app.github.clients as gh
 from app.policy.egress import narrow_egress
 from app.policy.repo_config import RepoConfig, UntrustedEgress
 from app.store import audit
-from app.store.models import Job
+from tasks.blueprints import pushes
 from tasks.blueprints.heads import setup_failed
 from tasks.blueprints.pulls import PullRef
+from tasks.blueprints.pushes import TRAILER
 from tasks.blueprints.start import act_as, check_policy, effective_config, installation_repo
-from tasks.blueprints.targets import Refusal, Target, push_target, rejected_as_protected
+from tasks.blueprints.targets import Target
 from tasks.git.guard import check_diff
-from tasks.git.process import GitError, git
 from tasks.runner.context import Cancelled, JobContext, JobFailed, WaitForAuthorization
 from tasks.runner.notices import ask_to_authorize, notice
-from tasks.runner.people import NeedsAuthorization, as_person, user_token
+from tasks.runner.people import NeedsAuthorization, user_token
 from tasks.runner.repo_settings import LoadedConfig
 from tasks.sandbox.base import ExecResult, Sandbox, SandboxError
 from tasks.sandbox.egress.policy import refusal_message
@@ -34,7 +31,6 @@ from tasks.sandbox.job import JobSandbox, SetupFailed, collect_commits, job_sand
 from tasks.sandbox.trust import HeadTrust
 from tasks.sandbox.workplace import Workplace
 
-TRAILER = "Onloop-Job"
 __all__ = ["TRAILER", "Work", "act_as", "begin", "installation_repo", "run"]
 
 
@@ -188,24 +184,8 @@ class Work:
         )
 
     def branch_lease(self, branch: str, again: str) -> str:
-        """What `branch` must still hold when onloop pushes its own branch: "" (it must not
-        exist), or its tip when an earlier run of this same job pushed it (a worker died
-        after pushing). Anything else on it is somebody's work: JobFailed, never overwritten."""
-        try:
-            tip = self.repo.get_branch(branch).commit.sha
-        except GithubException as exc:
-            if exc.status == 404:
-                return ""
-            raise
-        cache, name = self.place.cache, self.repo.full_name
-        mirror = cache.ensure(name, self.repo.clone_url, self.install_token, sha=tip)
-        message = git(["log", "-1", "--format=%B", tip], mirror, check=False).stdout
-        if not re.search(rf"^{TRAILER}: {self.ctx.job.id}$", message, re.MULTILINE):
-            raise JobFailed(
-                f"branch `{branch}` already exists and holds work this job did not make; "
-                f"delete or rename it, then {again}"
-            )
-        return tip
+        """What `branch` must still hold when onloop pushes its own branch (pushes.branch_lease)."""
+        return pushes.branch_lease(self, branch, again)
 
     def guard(self, base: str, head: str, *, replay_of: str | None = None) -> list[str]:
         """Why pushing `head` over `base` must not happen (blast-radius rules over the net
@@ -229,12 +209,8 @@ class Work:
         return [str(v) for v in found]
 
     def push_target(self, branch: str, head_repo: str | None = None) -> Target:
-        """Whether onloop may push to `branch` of `head_repo` (this repository when None; a
-        fork is read with the person's token, as the installation's may not reach it)."""
-        if head_repo is None or head_repo.lower() == self.repo.full_name.lower():
-            return push_target(self.repo, branch)
-        client = self.ctx.github.user_client
-        return as_person(self, lambda: push_target(client(self.token).get_repo(head_repo), branch))
+        """Whether onloop may push to `branch` of `head_repo` (pushes.push_target)."""
+        return pushes.push_target(self, branch, head_repo)
 
     def push(
         self,
@@ -245,47 +221,8 @@ class Work:
         clone_url: str | None = None,
         head_repo: str | None = None,
     ) -> None:
-        """Push `sha` to `branch` (of `head_repo`, at `clone_url`; this repository by default)
-        with the person's token, unless it is a default or protected branch (JobFailed).
-        `lease` is the sha the branch must still have ("" when it must not exist yet). The
-        job's head becomes `sha` first, so the `synchronize` our own push causes does not
-        cancel this job as stale."""
-        target = self.push_target(branch, head_repo)
-        if not target.allowed:
-            raise JobFailed(target.message(), outcome=target.refusal, branch=branch)
-        with self.ctx.db.transaction() as s:
-            s.execute(update(Job).where(Job.id == self.ctx.job.id).values(head_sha=sha))
-
-        def push() -> None:
-            self.place.cache.push(
-                self.repo.full_name,
-                clone_url or self.repo.clone_url,
-                sha,
-                f"refs/heads/{branch}",
-                self.token,
-                lease=lease,
-            )
-
-        try:
-            as_person(self, push)
-        except GitError as exc:
-            if (said := rejected_as_protected(branch, exc.output)) is not None:
-                raise JobFailed(said, outcome=Refusal.PROTECTED, branch=branch) from None
-            if "stale info" in str(exc) or "rejected" in str(exc):
-                raise JobFailed(
-                    f"`{branch}` changed on GitHub while onloop worked, so nothing was pushed; "
-                    "ask again to work on its new head"
-                ) from None
-            raise
-        audit.record_push(
-            self.ctx.db,
-            repo=self.repo.full_name,
-            job_id=self.ctx.job.id,
-            ref=f"refs/heads/{branch}",
-            old=lease,
-            new=sha,
-            identity=self.login,
-        )
+        """Push `sha` to `branch` with the person's token, under `lease` (pushes.push)."""
+        pushes.push(self, sha, branch, lease=lease, clone_url=clone_url, head_repo=head_repo)
 
 
 def run(

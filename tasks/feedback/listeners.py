@@ -5,60 +5,25 @@ comment edited in place, and a check run `onloop/<kind>` on the head; all as onl
 from __future__ import annotations
 
 import logging
-import threading
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
-from github import Github
 from github.CheckRun import CheckRun
 from github.IssueComment import IssueComment
 from github.PaginatedList import PaginatedList
 from github.Repository import Repository
 from sqlalchemy import select
 
-import app.github.clients as gh
 from app.core.kinds import sandboxed
 from app.github.comments import family, marker
-from app.policy import governance
 from app.store.models import Job, JobState
 from tasks.feedback import progress
+from tasks.feedback.access import Access, acknowledge
 from tasks.feedback.throttle import Throttle
 from tasks.runner.context import JobContext, JobListener
 
 log = logging.getLogger(__name__)
-
-
-class Access:
-    """The job's repository through an installation token of the listeners' own, narrowed to
-    that one repository and to what feedback writes, renewed before it expires; one GitHub
-    call at a time (the throttles' timers call from threads)."""
-
-    def __init__(self, ctx: JobContext) -> None:
-        self.ctx = ctx
-        self.lock = threading.RLock()
-        self._token: gh.InstallationToken | None = None
-        self._client: Github | None = None
-        self._repo: Repository | None = None
-
-    def client(self) -> Github:
-        if self._client is None or self._token is None or self._token.expires_within():
-            ctx = self.ctx
-            assert ctx.job.installation_id is not None
-            name = ctx.job.repo.split("/", 1)[1]
-            self._token = ctx.github.installation_token(
-                ctx.job.installation_id,
-                repositories=[name],
-                permissions=governance.feedback_permissions(),
-            )
-            self._client, self._repo = ctx.github.installation_client(self._token), None
-        return self._client
-
-    def repo(self) -> Repository:
-        client = self.client()
-        if self._repo is None:
-            self._repo = client.get_repo(self.ctx.job.repo)
-        return self._repo
 
 
 class StatusComment:
@@ -251,19 +216,6 @@ def _with_reason(ctx: JobContext, state: str, result: dict[str, Any]) -> dict[st
     with ctx.db.read() as s:
         stored = s.scalar(select(Job.result).where(Job.id == ctx.job.id)) or {}
     return {**stored, **result}
-
-
-def acknowledge(ctx: JobContext, access: Access) -> None:
-    """👀 on the comment that asked for the job: the first thing the worker does for it."""
-    comment_id = ctx.command.comment_id
-    if not comment_id:
-        return
-    with access.lock:
-        access.client().requester.requestJsonAndCheck(
-            "POST",
-            f"/repos/{ctx.job.repo}/issues/comments/{comment_id}/reactions",
-            input={"content": "eyes"},
-        )
 
 
 def listeners_for(ctx: JobContext) -> list[JobListener]:

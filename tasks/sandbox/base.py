@@ -4,20 +4,19 @@ from __future__ import annotations
 
 import abc
 import logging
-import os
 import re
-import shutil
-import stat
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Self
+from typing import Self
 
+# chown_tree and TailBuffer are re-exported: the backends import them from here
+from tasks.sandbox.disk import chown_tree as chown_tree
 from tasks.sandbox.disk import disk_usage, files_owner
+from tasks.sandbox.tail import TailBuffer as TailBuffer
 
 log = logging.getLogger(__name__)
 
@@ -111,76 +110,6 @@ def argv(cmd: str | Sequence[str]) -> list[str]:
     if not cmd:
         raise ValueError("empty command")
     return list(cmd)
-
-
-class TailBuffer:
-    """Collects a stream, keeping at most `limit` bytes (the end: that is where errors are)."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.chunks: list[bytes] = []
-        self.size = 0
-        self.truncated = False
-        self.lock = threading.Lock()
-
-    def add(self, data: bytes) -> None:
-        """Append a chunk, dropping the oldest bytes past the limit."""
-        with self.lock:
-            self.chunks.append(data)
-            self.size += len(data)
-            if self.size > 2 * self.limit:
-                self._compact()
-
-    def _compact(self) -> None:
-        joined = b"".join(self.chunks)
-        if len(joined) > self.limit:
-            self.truncated = True
-            joined = joined[-self.limit :]
-        self.chunks, self.size = [joined], len(joined)
-
-    def text(self) -> str:
-        """The kept bytes, decoded."""
-        with self.lock:
-            self._compact()
-            return self.chunks[0].decode("utf-8", "replace") if self.chunks else ""
-
-    def drain(self, stream: IO[bytes]) -> None:
-        """Read `stream` to its end (in a thread)."""
-        for chunk in iter(lambda: stream.read1(65536), b""):  # type: ignore[attr-defined]
-            self.add(chunk)
-
-
-def chown_tree(root: Path, uid: int, gid: int) -> None:
-    """Give the sandbox's user the workspace, leaving shared (hard-linked) files untouched."""
-    if shutil.which("find") and shutil.which("chown"):
-        shared = ["(", "-type", "d", "-o", "-links", "1", ")"]  # not hard links to the cache
-        theirs = ["(", "!", "-uid", str(uid), "-o", "!", "-gid", str(gid), ")"]
-        done = subprocess.run(
-            [
-                "find",
-                str(root),
-                *shared,
-                *theirs,
-                "-exec",
-                "chown",
-                "-h",
-                f"{uid}:{gid}",
-                "{}",
-                "+",
-            ],
-            capture_output=True,
-            check=False,
-        )
-        if done.returncode == 0:
-            return
-    os.chown(root, uid, gid)
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            path = os.path.join(dirpath, name)
-            st = os.lstat(path)
-            if st.st_nlink > 1 and not stat.S_ISDIR(st.st_mode):
-                continue  # a hard link into the repo cache: the sandbox must not own it
-            os.chown(path, uid, gid, follow_symlinks=False)
 
 
 class Sandbox(abc.ABC):

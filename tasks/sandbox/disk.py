@@ -1,9 +1,11 @@
-"""How much a sandbox has written: its workspace's size on disk, the repo cache's share aside."""
+"""A sandbox's workspace on the host: handed to its user, its size (the repo cache's aside)."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import stat
+import subprocess
 from pathlib import Path
 
 
@@ -36,3 +38,36 @@ def disk_usage(root: Path, owner: int) -> int:
                 seen.add((st.st_dev, st.st_ino))
             total += st.st_blocks * 512
     return total
+
+
+def chown_tree(root: Path, uid: int, gid: int) -> None:
+    """Give the sandbox's user the workspace, leaving shared (hard-linked) files untouched."""
+    if shutil.which("find") and shutil.which("chown"):
+        shared = ["(", "-type", "d", "-o", "-links", "1", ")"]  # not hard links to the cache
+        theirs = ["(", "!", "-uid", str(uid), "-o", "!", "-gid", str(gid), ")"]
+        done = subprocess.run(
+            [
+                "find",
+                str(root),
+                *shared,
+                *theirs,
+                "-exec",
+                "chown",
+                "-h",
+                f"{uid}:{gid}",
+                "{}",
+                "+",
+            ],
+            capture_output=True,
+            check=False,
+        )
+        if done.returncode == 0:
+            return
+    os.chown(root, uid, gid)
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = os.path.join(dirpath, name)
+            st = os.lstat(path)
+            if st.st_nlink > 1 and not stat.S_ISDIR(st.st_mode):
+                continue  # a hard link into the repo cache: the sandbox must not own it
+            os.chown(path, uid, gid, follow_symlinks=False)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import os
 import re
@@ -36,11 +35,22 @@ from tasks.sandbox.egress.policy import (
     parse_refusals,
     refusal_message,
 )
-from tasks.sandbox.egress.tls import make_job_tls, proxy_flags
+from tasks.sandbox.egress.proxy import (
+    CONF,
+    PLUGIN,
+    PROXY_IMAGE,
+    PROXY_PORT,
+    proxy_ip,
+    start_proxy,
+    write_conf,
+)
+from tasks.sandbox.egress.tls import proxy_flags
 from tasks.sandbox.trust import HeadTrust
 
 __all__ = [
     "CACHE_MOUNT",
+    "PLUGIN",
+    "PROXY_PORT",
     "EgressGateway",
     "EgressPolicy",
     "EgressSession",
@@ -53,14 +63,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-PROXY_PORT = 3128
 EGRESS_NETWORK = "onloop-egress"  # shared by every job's proxy; containers on it cannot meet
 EGRESS_LABEL = "onloop.egress"
-PROXY_IMAGE = "onloop-sandbox:latest"  # has proxy.py in /opt/tools (config/sandbox/tools.txt)
-PLUGIN = Path(__file__).with_name("plugin.py")
-READY_MARK = "onloop-egress-ready"
-PROXY_UID = 65532  # the proxy's own user when the worker is root
-CONF = "/opt/onloop-egress"  # the proxy's plugin, policy and TLS material (read-only)
 _ICC = "com.docker.network.bridge.enable_icc"
 # No address of the host on the job's bridge: with it, an `internal` network still reaches
 # every service the host listens on (https://github.com/moby/libnetwork/issues/1151).
@@ -185,11 +189,21 @@ class EgressGateway:
                 labels=labels,
                 check_duplicate=True,
             )
-            self._write_conf(conf, policy, trust, job_id)
+            write_conf(conf, policy, trust, job_id, self.upstream_ca)
             flags = proxy_flags(CONF) if policy.intercept else []
             name = f"onloop-proxy-{suffix}"
-            proxy = self._start_proxy(name, labels, conf, network, egress, flags)
-            ip = self._ip(proxy, str(network.name))
+            proxy = start_proxy(
+                self.client,
+                self.proxy_image,
+                name,
+                labels,
+                conf,
+                network,
+                egress,
+                flags,
+                ready_timeout=self.ready_timeout,
+            )
+            ip = proxy_ip(proxy, str(network.name))
             url = f"http://{ip}:{PROXY_PORT}"
             mounts = self._cache_mounts(uid, gid, policy.cache_scope) if policy.shared_cache else []
             env = policy.env(url, cache=bool(mounts))
@@ -203,101 +217,6 @@ class EgressGateway:
                 remove_network(self.client, str(network.id))
             shutil.rmtree(conf, ignore_errors=True)
             shutil.rmtree(trust, ignore_errors=True)
-
-    def _write_conf(self, conf: Path, policy: EgressPolicy, trust: Path, job_id: int) -> None:
-        """The proxy's files (its own user's alone) and, when it intercepts, the job CA that
-        setup trusts (`trust`, world-readable: it holds no secret)."""
-        files = {"onloop_egress.py": PLUGIN.read_bytes()}
-        files["policy.json"] = json.dumps(policy.document()).encode()
-        if policy.intercept:
-            tls = make_job_tls(policy.intercepted_hosts(), job_id)
-            files |= tls.proxy_files(self.upstream_ca)
-            trust.mkdir()
-            for name, data in tls.trust_files(self.upstream_ca).items():
-                (trust / name).write_bytes(data)
-                (trust / name).chmod(0o644)  # whatever the worker's umask: setup reads them
-            trust.chmod(0o755)
-        uid = self._proxy_uid()
-        conf.mkdir(mode=0o700)
-        paths = [conf]
-        for rel, data in files.items():
-            path = conf / rel
-            if path.parent not in paths:
-                path.parent.mkdir(mode=0o700)
-                paths.append(path.parent)
-            with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
-                f.write(data)
-            paths.append(path)
-        if os.geteuid() == 0:
-            for path in paths:
-                os.chown(path, uid, uid)
-
-    def _proxy_uid(self) -> int:
-        return PROXY_UID if os.geteuid() == 0 else os.geteuid()
-
-    def _start_proxy(
-        self,
-        name: str,
-        labels: dict[str, str],
-        conf: Path,
-        network: Any,
-        egress: str,
-        extra: Sequence[str] = (),
-    ) -> Container:
-        uid = self._proxy_uid()
-        flags = ["--hostname", "0.0.0.0", "--port", str(PROXY_PORT), "--num-acceptors", "1"]  # noqa: S104
-        flags += ["--num-workers", "2", "--timeout", "120", "--log-level", "WARNING"]
-        flags += ["--plugins", "onloop_egress.EgressPolicyPlugin", *extra]
-        try:
-            container = self.client.containers.create(
-                image=self.proxy_image,
-                entrypoint=["/opt/tools/bin/python3", "-m", "onloop_egress"],
-                command=flags,
-                name=name,
-                labels=labels,
-                user=f"{uid}:{uid}",
-                environment={"HOME": "/tmp", "PYTHONPATH": CONF},  # noqa: S108
-                network=str(network.name),
-                read_only=True,
-                tmpfs={"/tmp": "rw,nosuid,nodev,size=64m,mode=1777"},  # noqa: S108
-                mounts=[Mount(CONF, str(conf), type="bind", read_only=True)],
-                cap_drop=["ALL"],
-                security_opt=["no-new-privileges:true"],
-                init=True,
-                pids_limit=128,
-                mem_limit="512m",
-                hostname="onloop-proxy",
-            )
-        except docker.errors.ImageNotFound as exc:
-            raise SandboxError(f"egress proxy image {self.proxy_image!r} not found") from exc
-        try:
-            self.client.networks.get(egress).connect(container)
-            container.start()
-            self._wait_ready(container)
-        except Exception:
-            remove_container(self.client, container.id or "")
-            raise
-        return container
-
-    def _wait_ready(self, container: Container) -> None:
-        deadline = time.monotonic() + self.ready_timeout
-        while time.monotonic() < deadline:
-            logs = container.logs(stdout=True, stderr=True).decode("utf-8", "replace")
-            if READY_MARK in logs:
-                return
-            container.reload()
-            if container.status not in ("created", "running"):
-                raise SandboxError(f"the egress proxy exited: {logs[-2000:]}")
-            time.sleep(0.05)
-        raise SandboxError(f"the egress proxy did not start in {self.ready_timeout:g}s")
-
-    def _ip(self, container: Container, network: str) -> str:
-        container.reload()
-        nets = container.attrs["NetworkSettings"]["Networks"]
-        ip = str((nets.get(network) or {}).get("IPAddress") or "")
-        if not ip:
-            raise SandboxError(f"the egress proxy has no address on {network}")
-        return ip
 
     def _cache_mounts(self, uid: int, gid: int, scope: str = "") -> list[Mount]:
         if self.cache_dir is None:
