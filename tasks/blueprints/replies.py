@@ -47,7 +47,10 @@ def reply(ctx: JobContext, repo: Repository, body: str) -> int:
 def help_text(loaded: LoadedConfig, params: CommandParams) -> str:
     lines: list[str] = []
     if params.get("unknown_verb"):
-        lines.append(f"I don't know the command `/agent {params['unknown_verb']}`.\n")
+        # the commenter's own word, whatever it holds: a code span it cannot leave
+        lines.append(
+            f"I don't know the command {inline_code('/agent ' + params['unknown_verb'])}.\n"
+        )
     if params.get("refused_verb"):
         lines.append(
             f"`/agent {params['refused_verb']}` is not enabled for this repository "
