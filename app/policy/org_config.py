@@ -15,6 +15,7 @@ from app.policy.egress import narrow_egress
 from app.policy.images import allowed_images, check_operator_image, choose_image
 from app.policy.repo_config import (
     EFFECTIVE,
+    ORG_ONLY,
     PERMISSION_RANK,
     ConfigError,
     RepoConfig,
@@ -33,10 +34,6 @@ class OrgConfigError(ConfigError):
     def __str__(self) -> str:
         where = f"{self.path}, line {self.line}" if self.line else str(self.path)
         return f"{where}: {self.message}"
-
-
-# Keys only the organisation file has (a repository that sets one hears it is unknown).
-ORG_ONLY = ("sandbox.images",)
 
 
 def parse_org_config(text: str) -> RepoConfig:

@@ -26,6 +26,9 @@ PERMISSION_RANK: dict[str, int] = {"read": 0, "triage": 1, "write": 2, "maintain
 ALLOWED_COMMANDS = ("fix", "rebase", "review")
 Verb = Literal["fix", "rebase", "review"]
 EFFECTIVE = "effective"  # validation context key: the merged organisation + repository config
+# Keys only the organisation file (ONLOOP_CONFIG_FILE) sets: a repository's file that sets one
+# hears so beside its unknown keys, and effective_config keeps the organisation's value.
+ORG_ONLY = ("sandbox.images", "sandbox.untrusted_egress", "sandbox.private_indexes")
 
 
 def _all_commands() -> list[Verb]:
@@ -131,10 +134,11 @@ class ConfigError(Exception):
 
 
 def _unknown_keys(data: dict[str, object], model: type[BaseModel], prefix: str = "") -> list[str]:
+    """The keys no field reads, and the ORG_ONLY keys (read, but not from a repository)."""
     unknown: list[str] = []
     for key, value in data.items():
         field = model.model_fields.get(key)
-        if field is None:
+        if field is None or prefix + str(key) in ORG_ONLY:
             unknown.append(prefix + str(key))
             continue
         annotation = field.annotation
@@ -145,7 +149,8 @@ def _unknown_keys(data: dict[str, object], model: type[BaseModel], prefix: str =
 
 
 def parse_repo_config(text: str | None) -> tuple[RepoConfig, list[str]]:
-    """Parse the file's text; returns the config and the unknown keys, or raises ConfigError."""
+    """Parse the file's text; returns the config and the keys it ignores (unknown ones, and
+    the ORG_ONLY ones a repository may not set), or raises ConfigError."""
     if text is None or not text.strip():
         return RepoConfig(), []
     try:

@@ -58,8 +58,9 @@ def _rebase_in_sandbox(state: Rebase) -> str | None:
         git = ["git", "-c", "rerere.enabled=true", "-c", "core.editor=true"]
         done = box.exec([*git, "rebase", "--no-autosquash", state.base_sha], env=env)
         if not done.ok:
-            listed = box.exec(["git", "diff", "--name-only", "--diff-filter=U"])
-            state.conflicts = sorted(set(listed.stdout.split()))
+            # NUL-separated: a name may hold spaces or line breaks (and -z leaves it unquoted)
+            listed = box.exec(["git", "diff", "--name-only", "--diff-filter=U", "-z"])
+            state.conflicts = sorted({name for name in listed.stdout.split("\0") if name})
             box.exec(["git", "rebase", "--abort"])
             # Conflicts that are only about white space are safe to settle by ignoring it.
             done = box.exec(
@@ -120,33 +121,31 @@ def _push(state: Rebase) -> str | None:
 
 
 def _report(state: Rebase) -> str | None:
-    head, base = state.pull.head_ref, state.pr.base.ref
+    # Branch and file names come from the PR: code spans and a fence they cannot close.
+    head, base = inline_code(state.pull.head_ref), inline_code(state.pr.base.ref)
     if state.outcome == RebaseOutcome.PUSHED:
-        body = (
-            f"Rebased `{head}` onto `{base}` ({state.head_sha[:7]} → {(state.new_sha or '')[:7]})."
-        )
+        body = f"Rebased {head} onto {base} ({state.head_sha[:7]} → {(state.new_sha or '')[:7]})."
     elif state.outcome == RebaseOutcome.UP_TO_DATE:
-        body = f"`{head}` is already based on the tip of `{base}`; nothing to do."
+        body = f"{head} is already based on the tip of {base}; nothing to do."
     elif state.outcome == RebaseOutcome.PATCH:
         body = (
-            f"`{head}` lives in a fork that onloop may not push to (it needs *Allow edits by "
+            f"{head} lives in a fork that onloop may not push to (it needs *Allow edits by "
             "maintainers* ticked, and you need write access here), so it did not push. Apply "
             "this patch there (`git am`).\n\n" + details("patch", state.patch, limit=60000)
         )
     elif state.outcome == RebaseOutcome.REFUSED:
         rules = "\n".join(f"- {v}" for v in state.violations)
-        body = f"onloop rebased `{head}` but refused to push it; `{head}` is untouched:\n\n{rules}"
+        body = f"onloop rebased {head} but refused to push it; {head} is untouched:\n\n{rules}"
     else:
-        # File and branch names come from the PR: code spans and a fence they cannot close.
         files = "\n".join(f"- {inline_code(f)}" for f in state.conflicts) or "- (git listed none)"
         steps = (
-            f"git fetch origin\ngit checkout {shlex.quote(head)}\n"
-            f"git rebase {shlex.quote('origin/' + base)}\n"
+            f"git fetch origin\ngit checkout {shlex.quote(state.pull.head_ref)}\n"
+            f"git rebase {shlex.quote('origin/' + state.pr.base.ref)}\n"
             "# fix the files, git add them, then: git rebase --continue\n"
             "git push --force-with-lease"
         )
         body = (
-            f"{inline_code(head)} does not rebase cleanly onto {inline_code(base)}; the branch "
+            f"{head} does not rebase cleanly onto {base}; the branch "
             f"is untouched. Conflicting files:\n\n{files}\n\nTo resolve them locally:\n\n"
             + fenced(steps, "sh")
         )

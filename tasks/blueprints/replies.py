@@ -9,6 +9,7 @@ from github.Repository import Repository
 from sqlalchemy import select, update
 
 from app.core.kinds import command_of, sandboxed
+from app.core.markdown import inline_code, plain
 from app.github.comments import upsert_comment
 from app.intake.commands import CommandParams
 from app.policy.repo_config import ALLOWED_COMMANDS
@@ -46,7 +47,10 @@ def reply(ctx: JobContext, repo: Repository, body: str) -> int:
 def help_text(loaded: LoadedConfig, params: CommandParams) -> str:
     lines: list[str] = []
     if params.get("unknown_verb"):
-        lines.append(f"I don't know the command `/agent {params['unknown_verb']}`.\n")
+        # the commenter's own word, whatever it holds: a code span it cannot leave
+        lines.append(
+            f"I don't know the command {inline_code('/agent ' + params['unknown_verb'])}.\n"
+        )
     if params.get("refused_verb"):
         lines.append(
             f"`/agent {params['refused_verb']}` is not enabled for this repository "
@@ -61,13 +65,12 @@ def help_text(loaded: LoadedConfig, params: CommandParams) -> str:
         "- `/agent cancel`: stop onloop's running jobs here",
         "- `/agent help`: this list",
     ]
-    if loaded.error is not None:
+    if loaded.error is not None:  # it can quote the file: a code span it cannot leave
         lines.append(
-            f"\n`.github/onloop.yml` is invalid at {loaded.error}: onloop does nothing in this "
-            "repository until it is fixed."
+            f"\n`.github/onloop.yml` is invalid at {inline_code(str(loaded.error))}: onloop "
+            "does nothing in this repository until it is fixed."
         )
-    if loaded.unknown:
-        lines.append(f"\n`.github/onloop.yml` has unknown keys: {', '.join(loaded.unknown)}.")
+    lines += [f"\n{said}" for said in loaded.ignored()]
     return "\n".join(lines)
 
 
@@ -142,7 +145,9 @@ def status_text(jobs: list[Job], urls: dict[int, str]) -> str:
         rows += progress.step_lines(read_steps(j.steps)) or ["- no steps yet"]
         error = (j.result or {}).get("error") or (j.result or {}).get("reason")
         if error:
-            rows += ["", f"> {str(error)[:300]}"]
+            # A job's error can hold text onloop did not write (the agent's, a file's, a
+            # branch's): one escaped line that mentions nobody.
+            rows += ["", f"> {plain(str(error)[:300])}"]
     return "\n".join(rows)
 
 

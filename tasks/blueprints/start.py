@@ -6,6 +6,7 @@ from github.Repository import Repository
 from sqlalchemy import update
 
 import app.github.clients as gh
+from app.core.markdown import inline_code
 from app.github.comments import upsert_comment
 from app.policy import governance
 from app.policy.repo_config import ConfigError
@@ -57,7 +58,8 @@ def effective_config(ctx: JobContext, repo: Repository) -> LoadedConfig:
     report_config_problems(ctx, repo, loaded)
     if loaded.error is not None:
         raise JobFailed(
-            f"`{CONFIG_PATH}` on the default branch is invalid ({loaded.error}); onloop does "
+            f"`{CONFIG_PATH}` on the default branch is invalid "
+            f"({inline_code(str(loaded.error))}); onloop does "
             "nothing in this repository until it is fixed",
             rule="config",
         )
@@ -73,22 +75,26 @@ def effective_config(ctx: JobContext, repo: Repository) -> LoadedConfig:
 
 
 def report_config_problems(ctx: JobContext, repo: Repository, loaded: LoadedConfig) -> None:
-    """A bad `.github/onloop.yml` (the line that is wrong) or unknown keys: one comment per
-    thread, found again by its marker and edited in place, kept apart from the job's status
-    so that it is not edited away."""
+    """A bad `.github/onloop.yml`, unknown keys or keys only the organisation file sets: one
+    comment per thread, found again by its marker and edited in place, kept apart from the
+    job's status so that it is not edited away."""
+    text = config_problems(loaded)
+    if text and ctx.job.number is not None:
+        issue = repo.get_issue(ctx.job.number)
+        upsert_comment(issue, CONFIG_COMMENT, text, ctx.settings.bot_login)
+
+
+def config_problems(loaded: LoadedConfig) -> str:
+    """What is wrong with the file (the line that is wrong, the keys with no effect), or ''.
+    The file's text can appear in the error: it is a code span it cannot leave."""
     problems = []
     if loaded.error is not None:
         problems.append(
-            f"`{CONFIG_PATH}` is invalid ({loaded.error}), so onloop will do nothing in this "
-            "repository until it is fixed."
+            f"`{CONFIG_PATH}` is invalid ({inline_code(str(loaded.error))}), so onloop will do "
+            "nothing in this repository until it is fixed."
         )
-    if loaded.unknown:
-        keys = ", ".join(f"`{k}`" for k in loaded.unknown)
-        problems.append(f"`{CONFIG_PATH}` has keys onloop does not know, ignored: {keys}.")
-    if not problems or ctx.job.number is None:
-        return
-    text = " ".join(problems) + " It is read from the default branch."
-    upsert_comment(repo.get_issue(ctx.job.number), CONFIG_COMMENT, text, ctx.settings.bot_login)
+    problems += loaded.ignored()
+    return " ".join(problems) + " It is read from the default branch." if problems else ""
 
 
 def check_policy(

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from app.core.kinds import Kind, command_of
-from app.core.markdown import defang
+from app.core.markdown import defang, plain
 from app.github.comments import details, fold
 from app.intake.commands import Command
 from app.store.models import Job, JobState
@@ -170,8 +170,14 @@ def final_text(
 
 
 def notes(result: Mapping[str, Any]) -> str:
-    """What the job noticed on the way (e.g. hosts setup could not reach), as a list."""
-    return "\n".join(f"- {n}" for n in result.get("notes") or [])
+    """What the job noticed on the way (e.g. hosts setup could not reach), as a list. A note
+    can hold what the PR head's code asked for (a host name): each is one line of escaped,
+    defanged text whose backticks are literal, so it mentions nobody and opens no code."""
+    return "\n".join(f"- {_note(str(n))}" for n in result.get("notes") or [])
+
+
+def _note(text: str) -> str:
+    return plain(text).replace("`", "\\`")
 
 
 def result_summary(result: Mapping[str, Any]) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from app.core.markdown import inline_code
 from app.policy.path_rules import PathRule, compile_rules
 from app.policy.repo_config import LimitsConfig, RepoConfig
 from tasks.git.tree_diff import (
@@ -100,7 +101,10 @@ class Found:
 def _grouped(rule: str, hits: list[Hit], what: str) -> list[Violation]:
     if not hits:
         return []
-    shown = ", ".join(f"`{p}` ({note})" if note else f"`{p}`" for p, note in hits[:SHOWN])
+    # Paths come from the pushed commits (the agent's, the PR's): code spans they cannot leave.
+    shown = ", ".join(
+        f"{inline_code(p)} ({note})" if note else inline_code(p) for p, note in hits[:SHOWN]
+    )
     more = f" and {len(hits) - SHOWN} more" if len(hits) > SHOWN else ""
     return [Violation(rule, f"{what}: {shown}{more}", hits[0][0])]
 
@@ -125,7 +129,7 @@ def check_changes(
     for change in files:
         hit = next((r.pattern for r in rules if r.matches(change.path)), None)
         if hit is not None:
-            found.hit(PATHS_DENY, change.path, f"matches `{hit}`{tag}")
+            found.hit(PATHS_DENY, change.path, f"matches {inline_code(hit)}{tag}")
     limits = config.limits
     if totals and len(files) > limits.max_files:
         found.total(
@@ -163,10 +167,12 @@ def _check_link(found: Found, rules: Sequence[PathRule], path: str, link: Link, 
     """A symlink reaches out, or lets a denied path be read or written through another name:
     it points at or into a denied path, or sits where denied paths could appear under it."""
     if link.resolved is None:
-        found.hit(OUTSIDE, path, f"a symlink to `{link.target}`{tag}")
+        found.hit(OUTSIDE, path, f"a symlink to {inline_code(link.target)}{tag}")
         return
     if link.via_link or link.kind == SYMLINK:
-        found.hit(OUTSIDE, path, f"a symlink to `{link.target}`, through another symlink{tag}")
+        found.hit(
+            OUTSIDE, path, f"a symlink to {inline_code(link.target)}, through another symlink{tag}"
+        )
         return
     places = [path, link.resolved]
     if link.kind not in REGULAR:  # a directory (or nothing yet): paths could appear under it
@@ -174,7 +180,11 @@ def _check_link(found: Found, rules: Sequence[PathRule], path: str, link: Link, 
     else:
         hit = next((r.pattern for r in rules for p in places if r.matches(p)), None)
     if hit is not None:
-        found.hit(PATHS_DENY, path, f"a symlink to `{link.target}`, reaching `{hit}`{tag}")
+        found.hit(
+            PATHS_DENY,
+            path,
+            f"a symlink to {inline_code(link.target)}, reaching {inline_code(hit)}{tag}",
+        )
 
 
 def _holds(rule: PathRule, directory: str) -> bool:

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from github import GithubException
 from github.Repository import Repository
 
-from app.policy.repo_config import ConfigError, RepoConfig, parse_repo_config
+from app.core.markdown import inline_code
+from app.policy.repo_config import ORG_ONLY, ConfigError, RepoConfig, parse_repo_config
 from app.store.db import Database
 from app.store.models import RepoConfigCache, utcnow
 
@@ -17,11 +18,27 @@ CONFIG_PATH = ".github/onloop.yml"
 @dataclass
 class LoadedConfig:
     """The file as read. With `error` set the file is invalid and `config` (the built-in
-    defaults) must not govern any work: a job refuses (tasks.blueprints.start)."""
+    defaults) must not govern any work: a job refuses (tasks.blueprints.start). `unknown`
+    and `org_only` are keys it sets that have no effect: no such key, or one only the
+    organisation file sets."""
 
     config: RepoConfig
     unknown: list[str] = field(default_factory=list)
     error: ConfigError | None = None
+    org_only: list[str] = field(default_factory=list)
+
+    def ignored(self) -> list[str]:
+        """One Markdown sentence for each kind of key set to no effect. The names are the
+        file's: each is one code span it cannot leave (no @mention, no fence, no HTML)."""
+        said = []
+        for keys, what in (
+            (self.unknown, "keys onloop does not know"),
+            (self.org_only, "keys only the organisation file (ONLOOP_CONFIG_FILE) sets"),
+        ):
+            if keys:
+                names = ", ".join(inline_code(k) for k in keys)
+                said.append(f"`{CONFIG_PATH}` has {what}, ignored: {names}.")
+        return said
 
 
 def load_repo_config(db: Database, repo: Repository) -> LoadedConfig:
@@ -44,4 +61,8 @@ def load_repo_config(db: Database, repo: Repository) -> LoadedConfig:
         config, unknown = parse_repo_config(text)
     except ConfigError as exc:
         return LoadedConfig(RepoConfig(), error=exc)
-    return LoadedConfig(config, unknown)
+    return LoadedConfig(
+        config,
+        [k for k in unknown if k not in ORG_ONLY],
+        org_only=[k for k in unknown if k in ORG_ONLY],
+    )

@@ -131,7 +131,7 @@ def test_an_invalid_repo_file_refuses_work_until_it_is_fixed(world: World) -> No
     assert "line 3" in job.result["error"] and "until it is fixed" in job.result["error"]
     assert not world.double.reviews, "no work under the defaults"
     (explained,) = [c for c in world.bot_comments(number) if "<!-- onloop:config -->" in c.body]
-    assert "is invalid (line 3: sandbox.timeout" in explained.body
+    assert "is invalid (`line 3: sandbox.timeout" in explained.body
     assert "onloop will do nothing in this repository until it is fixed" in explained.body
 
     again = world.wait(world.comment("/agent review", "alice", number))

@@ -13,6 +13,7 @@ import pytest
 from app.store.models import Job, JobState
 from tests.doubles.github.double import GitHubDouble
 from tests.doubles.github.handlers.actions import WorkflowRun, add_run
+from tests.doubles.markdown import code_blocks, outside_code
 from tests.doubles.payloads import check_suite_failed, issue_labeled, workflow_run_failed
 from tests.doubles.webhooks import deliver
 from tests.doubles.worker_proc import wait_until
@@ -192,6 +193,29 @@ def test_fix_issue_opens_a_pr_in_the_labellers_name(agent_world: World, tmp_path
     assert (files / "README.md").read_text() == "the widgets\n"
     assert not (files / "TASK.md").exists()
     assert "agent" in [s["name"] for s in job.steps]
+
+
+# The agent's last lines are its summary, quoted in the pull request's body.
+LOUD_AGENT = AGENT + " && printf 'done @mallory\\n```\\n@octo-org/admins #1 <img src=x>\\n'"
+
+
+@pytest.fixture
+def loud_world(github_double: GitHubDouble, database_url: str, tmp_path: Path) -> Iterator[World]:
+    yield from make_world(
+        github_double, database_url, tmp_path, agent="command", agent_command=LOUD_AGENT
+    )
+
+
+def test_the_agents_summary_in_the_pr_body_mentions_nobody(loud_world: World) -> None:
+    """What the agent writes reaches the pull request only as escaped, defanged text."""
+    _, job = label_issue(loud_world, "carol")
+    assert job.state == JobState.SUCCEEDED, (job.result, loud_world.worker.output())
+    body = loud_world.double.issue(REPO, job.result["pr"]).body or ""
+    assert "done @\u200bmallory" in body and not code_blocks(body), body
+    shown = outside_code(body)
+    for said in ("@mallory", "@octo", "#1"):
+        assert said not in shown, (said, body)
+    assert "<img" not in body and "@carol" in shown
 
 
 def test_agent_fix_comment_reads_the_failed_runs_of_the_head(world: World) -> None:

@@ -179,6 +179,30 @@ def test_conflicting_file_names_are_quoted_as_code(world: World) -> None:
     assert name in code_spans(result.body) and "@mallory" not in outside_code(result.body)
 
 
+def test_a_conflicting_name_with_spaces_is_one_file(world: World) -> None:
+    authorize(world.db, world.double, "alice")
+    names = ["a b.py", "c  d e.py"]
+    world.double.commit(REPO, "main", {n: "main\n" for n in names}, message="Add on main")
+    world.double.commit(REPO, "feature", {n: "feature\n" for n in names}, message="Clash")
+    job = world.wait(world.comment("/agent rebase", "alice"))
+    assert job.state == JobState.FAILED and job.result["conflicts"] == names, job.result
+    (result,) = world.user_comments("alice")
+    assert set(names) <= set(code_spans(result.body))
+
+
+def test_a_branch_name_stays_code_in_the_report(world: World) -> None:
+    """A head branch named by the PR's author cannot leave its code span to mention anyone."""
+    authorize(world.db, world.double, "alice")
+    branch = "f`@mallory`x"
+    world.double.create_branch(REPO, branch, "feature")
+    number = world.double.create_pull(REPO, branch, title="Odd", user="alice").number
+    job = world.wait(world.comment("/agent rebase", "alice", number))
+    assert job.state == JobState.SUCCEEDED, (job.result, world.worker.output())
+    (result,) = world.user_comments("alice", number)
+    assert "Rebased" in result.body and branch in code_spans(result.body), result.body
+    assert "@mallory" not in outside_code(result.body)
+
+
 def test_read_only_commenter_is_refused(world: World) -> None:
     authorize(world.db, world.double, "bob")
     job = world.wait(world.comment("/agent rebase", "bob"))

@@ -21,6 +21,7 @@ from tasks.git.blast_radius import (
     escapes,
 )
 from tasks.git.guard import check_diff
+from tests.doubles.markdown import code_spans, outside_code
 
 ENV = {
     **os.environ,
@@ -222,3 +223,15 @@ def test_escapes() -> None:
     assert not escapes("a/b/link", "../../x")
     assert not escapes("a/link", "b/c")
     assert escapes("a/link", "")
+
+
+def test_names_from_the_commits_stay_code_in_the_report(repo: Repo) -> None:
+    """A pushed path or symlink target (the agent's, a PR's) cannot leave its code span to
+    mention anyone in the comment that lists the violations (change.report, rebase)."""
+    evil = "a`@mallory`b"
+    repo.write({f".github/workflows/{evil}.yml": "on: push\n"})
+    os.symlink(f"/etc/{evil}", repo.work / "src" / "link")
+    text = describe(repo.diff())
+    spans = code_spans(text)
+    assert f".github/workflows/{evil}.yml" in spans and f"/etc/{evil}" in spans, spans
+    assert "@mallory" not in outside_code(text)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from app.store.models import Job, JobState
 from tasks.feedback.progress import check_output, final_text, step_lines, work_started
 from tasks.runner.steps import StepKind, StepRecord, StepState, read_steps
+from tasks.sandbox.egress.policy import Refusal, refusal_message
+from tests.doubles.markdown import code_blocks, code_spans, outside_code
 
 NOTE = "setup tried to reach evil.example; allow it in .github/onloop.yml under sandbox.egress"
 
@@ -47,3 +49,18 @@ def test_step_records_keep_the_stored_json_shape() -> None:
     assert read_steps([failed])[0].kind == StepKind.AGENT
     older = StepRecord.from_json({"name": "sandbox", "state": "running"})  # fewer keys
     assert older == StepRecord("sandbox") and read_steps(None) == []
+
+
+def test_a_note_with_the_heads_host_names_mentions_nobody_and_opens_no_code() -> None:
+    """The hosts in a note are what the PR head's setup asked the proxy for."""
+    hosts = ["a`@mallory`b.test", "```\n@octo-org/admins #1 <img src=x>\n", "~~~ @carol"]
+    note = refusal_message([Refusal(h, 443) for h in hosts])
+    steps = [StepRecord("setup", state=StepState.SUCCEEDED)]
+    for state in (JobState.SUCCEEDED, JobState.FAILED):
+        text = final_text(job(), steps, state, {"error": "x", "notes": [note]}, {})
+        shown = outside_code(text)
+        assert not code_blocks(text) and set(code_spans(text)) <= {"/agent fix", "/agent help"}
+        for said in ("@mallory", "@octo", "@carol", "#1"):
+            assert said not in shown, (said, text)
+        assert "<img" not in text  # escaped: shown as text, not HTML
+        assert "a`@\u200bmallory`b.test" in shown  # still reads as the host it asked for

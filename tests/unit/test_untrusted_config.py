@@ -25,7 +25,8 @@ def test_only_the_organisation_file_sets_them() -> None:
         "sandbox:\n  setup: make\n  untrusted_egress: public\n"
         "  private_indexes: ['169.254.169.254', 'pkgs.evil.test']\n"
     )
-    assert unknown == []
+    # ignored, and reported back (tasks.runner.repo_settings.LoadedConfig.org_only)
+    assert unknown == ["sandbox.untrusted_egress", "sandbox.private_indexes"]
     strict = effective_config(parse_org_config("sandbox:\n  timeout: 600\n"), repo)
     assert strict.sandbox.untrusted_egress is UntrustedEgress.NONE
     assert strict.sandbox.private_indexes == [] and strict.sandbox.setup == "make"
