@@ -104,8 +104,12 @@ def test_warm_snapshot_skips_setup_for_the_same_dependencies(
     docker_client: Any, image: str, git_server: GitServer, tmp_path: Path, token: str
 ) -> None:
     from tasks.sandbox.docker_backend import DockerBackend
-    from tasks.sandbox.snapshots import SnapshotStore
+    from tasks.sandbox.snapshots import SNAPSHOT_LABEL, SnapshotStore
 
+    # The store sees every snapshot on the daemon (one store per worker host), and eviction
+    # below counts them: start from none, whatever an earlier (failed) test left behind.
+    for leftover in docker_client.images.list(filters={"label": SNAPSHOT_LABEL}):
+        docker_client.images.remove(leftover.id, force=True)
     bare = git_server.root / "o" / "snap.git"
     sha = make_repo(bare, PROJECT)
     cache = RepoCache(tmp_path / "cache")
