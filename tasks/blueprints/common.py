@@ -80,8 +80,10 @@ class Work:
         branch: str | None = None,
         refs: Sequence[str] = (),
         clone_url: str | None = None,
+        setup: bool = True,
     ) -> Iterator[JobSandbox]:
-        """A started sandbox with `rev` checked out (and the repo's setup done); removed after.
+        """A started sandbox with `rev` checked out (and the repo's setup done, unless `setup`
+        is False: then nothing of the repository's runs in it); removed after.
         An untrusted head's setup gets no network unless the organisation file says
         `sandbox.untrusted_egress: public` (and then no credentials, private index or cache),
         leaves no snapshot, and its output stays on the job's record, off public comments."""
@@ -123,7 +125,7 @@ class Work:
                     token=self.install_token,
                     refs=refs,
                     branch=branch,
-                    setup=self.config.sandbox.setup,
+                    setup=self.config.sandbox.setup if setup else None,
                     snapshots=place.snapshots,
                     pool=place.pool,
                     gateway=gateway,

@@ -51,8 +51,12 @@ def _rebase_in_sandbox(state: Rebase) -> str | None:
     work, pull = state.work, state.pull
     env = work.identity()
     trust = head_trust(work.repo, pull, work.config.trigger_permission)
+    # No setup: a rebase needs no dependencies, and setup would run the PR head's code
+    # (`pip install -e .` runs its setup.py) in the sandbox that then rebases. The replay
+    # check (tasks/git/replay.py) ignores white space and where a hunk sits, so it must not
+    # be the only thing between that code and a push under the maintainer's name.
     with work.sandbox(
-        state.head_sha, trust=trust, refs=pull.fetch_refs, branch=pull.head_ref
+        state.head_sha, trust=trust, refs=pull.fetch_refs, branch=pull.head_ref, setup=False
     ) as js:
         box = js.sandbox
         git = ["git", "-c", "rerere.enabled=true", "-c", "core.editor=true"]
@@ -89,7 +93,7 @@ def _push(state: Rebase) -> str | None:
         state.outcome = RebaseOutcome.UP_TO_DATE
         return "already up to date"
     # Every pushed commit passes the guard, and a rebase may only replay the PR's own
-    # commits (the sandbox ran the PR head's setup; it could have made any commits).
+    # commits (whatever ran in the sandbox, only the PR's commits may come out of it).
     state.violations = state.work.guard(state.base_sha, state.new_sha, replay_of=state.head_sha)
     if state.violations:
         state.outcome, state.patch = RebaseOutcome.REFUSED, ""

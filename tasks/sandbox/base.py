@@ -13,9 +13,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+from tasks.sandbox.disk import Unmeasurable, disk_usage, files_owner
+
 # chown_tree and TailBuffer are re-exported: the backends import them from here
 from tasks.sandbox.disk import chown_tree as chown_tree
-from tasks.sandbox.disk import disk_usage, files_owner
 from tasks.sandbox.tail import TailBuffer as TailBuffer
 
 log = logging.getLogger(__name__)
@@ -195,6 +196,9 @@ class Sandbox(abc.ABC):
             begun = time.monotonic()
             try:
                 used = self.used_bytes()
+            except Unmeasurable:  # hidden from the count: taken as past the limit
+                log.warning("job %s hid part of its workspace from the disk watch", self.job_id)
+                used = limit + 1
             except Exception:
                 log.log(
                     logging.DEBUG if failed else logging.WARNING,

@@ -21,10 +21,7 @@ def disk_usage(root: Path, owner: int) -> int:
     total, seen = 0, set[tuple[int, int]]()
     stack = [str(root)]
     while stack:
-        try:
-            entries = list(os.scandir(stack.pop()))
-        except OSError:
-            continue  # removed meanwhile, or unreadable: the next round sees it
+        entries = _entries(stack.pop())
         for entry in entries:
             try:
                 st = entry.stat(follow_symlinks=False)
@@ -38,6 +35,28 @@ def disk_usage(root: Path, owner: int) -> int:
                 seen.add((st.st_dev, st.st_ino))
             total += st.st_blocks * 512
     return total
+
+
+class Unmeasurable(OSError):
+    """A directory of the workspace that cannot be read, even after making it readable: what
+    is under it cannot be counted, so the sandbox counts as past its limit."""
+
+
+def _entries(path: str) -> list[os.DirEntry[str]]:
+    """A directory's entries; one the sandbox made unreadable (`chmod 000`, under a non-root
+    worker whose uid the sandbox shares) is made readable again first, never skipped."""
+    try:
+        return list(os.scandir(path))
+    except FileNotFoundError:
+        return []  # removed meanwhile
+    except PermissionError:
+        try:
+            os.chmod(path, stat.S_IRWXU | os.stat(path, follow_symlinks=False).st_mode)
+            return list(os.scandir(path))
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise Unmeasurable(f"cannot read {path} to measure it: {exc}") from exc
 
 
 def chown_tree(root: Path, uid: int, gid: int) -> None:

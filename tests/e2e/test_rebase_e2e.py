@@ -351,8 +351,9 @@ def test_a_fork_that_refuses_the_persons_push_gets_a_patch(world: World) -> None
     assert "git am" in result.body
 
 
-# The repository's setup runs in the sandbox before the rebase, so it (or the PR head's code
-# it runs) can leave a hook that makes the rebased branch hold more than the PR's commits.
+# A setup that plants a git hook making the rebased branch hold more than the PR's commits.
+# A rebase runs no setup (it would run the PR head's code), so the hook is never there; the
+# replay check behind it is tests/integration/test_guard.py's.
 HOOKS = {
     "an extra commit": "echo evil > evil.txt; git add evil.txt; git commit -q -m evil",
     # an amend runs post-rewrite again: once is enough
@@ -362,17 +363,21 @@ HOOKS = {
 
 
 @pytest.mark.parametrize("hook", sorted(HOOKS))
-def test_a_rebase_that_is_not_the_prs_own_commits_is_not_pushed(world: World, hook: str) -> None:
+def test_a_rebase_runs_none_of_the_repositorys_code(world: World, hook: str) -> None:
     script = f"#!/bin/sh\\n{HOOKS[hook]}\\n"
     setup = f"printf '{script}' > .git/hooks/post-rewrite && chmod +x .git/hooks/post-rewrite"
-    setup += f"  # {uuid.uuid4().hex}: a setup no snapshot has, so it runs here"
+    setup += f"  # {uuid.uuid4().hex}: a setup no snapshot has, so it would run here"
     config = "sandbox:\n  setup: |\n    " + setup + "\n"
     world.double.commit(REPO, "main", {".github/onloop.yml": config}, message="Setup")
     authorize(world.db, world.double, "alice")
     head = world.double.branch_sha(REPO, "feature")
     job = world.wait(world.comment("/agent rebase", "alice"))
-    assert job.state == JobState.FAILED and job.result["outcome"] == "refused", job.result
-    assert any(v.startswith("rebase_replay: ") for v in job.result["violations"]), job.result
-    assert world.double.branch_sha(REPO, "feature") == head and not world.double.pushes
-    (result,) = world.user_comments("alice")
-    assert "refused to push it" in result.body and "rebase_replay" in result.body
+    assert job.state == JobState.SUCCEEDED and job.result["outcome"] == "pushed", job.result
+    new = world.double.branch_sha(REPO, "feature")
+    assert new != head and len(world.double.pushes) == 1
+    main = world.double.branch_sha(REPO, "main")
+    subjects = git(world.double, "log", "--format=%s", f"{main}..{new}").splitlines()
+    theirs = git(world.double, "log", "--format=%s", f"{main}...{head}", "--right-only")
+    assert subjects == theirs.splitlines() and "evil" not in subjects
+    assert "evil" not in git(world.double, "show", f"{new}:feature.py")
+    assert git(world.double, "cat-file", "-e", f"{new}:evil.txt").startswith("!")

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -53,3 +58,39 @@ def test_hard_links_count_once_and_the_repo_caches_not_at_all(tmp_path: Path) ->
     owner = (tmp_path / "a").stat().st_uid
     assert 2**20 <= disk_usage(tmp_path, owner) < 2 * 2**20
     assert disk_usage(tmp_path, owner + 1) < 2**20 / 2  # someone else's links: shared
+
+
+NOBODY = 65534
+MEASURE = (
+    "import sys; from pathlib import Path; from tasks.sandbox.disk import disk_usage; "
+    "print(disk_usage(Path(sys.argv[1]), {uid}))"
+)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root")
+def test_a_directory_made_unreadable_is_still_counted() -> None:
+    """Under a non-root worker the sandbox's files are the worker's own: `chmod 000` on a
+    directory must not hide what is under it from the watch (measured here as that uid)."""
+    root = Path(tempfile.mkdtemp(prefix="onloop-disk-", dir="/tmp"))
+    try:
+        hidden = root / "d"
+        hidden.mkdir()
+        (hidden / "big").write_bytes(b"x" * 4 * 2**20)
+        for path in (root, hidden, hidden / "big"):
+            os.chown(path, NOBODY, NOBODY)
+        root.chmod(0o755)
+        hidden.chmod(0)
+        done = subprocess.run(
+            [
+                *("setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--"),
+                *(sys.executable, "-c", MEASURE.format(uid=NOBODY), str(root)),
+            ],
+            capture_output=True,
+            text=True,
+            env={"PYTHONPATH": str(Path(__file__).resolve().parents[3]), "PATH": "/usr/bin:/bin"},
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        assert int(done.stdout) >= 4 * 2**20
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
