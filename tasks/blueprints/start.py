@@ -115,7 +115,7 @@ def check_policy(
     head = pull.head_sha if pull is not None else ctx.command.head_sha
     if automatic and ctx.job.kind == Kind.FIX_CI and head:
         attempts = governance.ci_fix_attempts(
-            ctx.db, repo.full_name, ctx.job.number, head, job_id=ctx.job.id
+            ctx.db, ctx.job.repo, ctx.job.number, head, job_id=ctx.job.id
         )
     request = governance.Request(
         kind=ctx.job.kind,
