@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import delete, or_, select
 
-from app.core.kinds import KINDS, Kinds
+from app.core.kinds import KINDS, Kind, Kinds
 from app.policy.repo_config import PERMISSION_RANK, RepoConfig
 from app.store import audit
 from app.store.db import Database, rowcount
-from app.store.models import Pause
+from app.store.models import Job, Pause
 
 REPO, INSTALLATION = "repo", "installation"
 
@@ -119,7 +121,7 @@ class Request:
     automatic: bool = False  # fix_ci started by a failing run, not by a person
     fork: bool = False  # the pull request's head lives in another repository
     maintainer_can_modify: bool = False
-    ci_fix_attempts: int = 0  # automatic fix_ci jobs already run for this pull request
+    ci_fix_attempts: int = 0  # automatic CI fixes since the last head onloop did not make
 
 
 @dataclass(frozen=True)
@@ -192,6 +194,52 @@ def verdict(
             "maintainers, so onloop cannot push to it; tick *Allow edits by maintainers*.",
         )
     return ALLOWED
+
+
+# --- the CI-fix cap --------------------------------------------------------------------
+
+BEFORE_WORK = ("policy", "authorization")  # a job whose steps go past these got to work
+FIX_JOBS_READ = 200  # the newest fix_ci jobs of one pull request looked at; far past any cap
+
+
+def _got_to_work(steps: Sequence[Mapping[str, Any]] | None) -> bool:
+    return any(step.get("name") not in BEFORE_WORK for step in steps or ())
+
+
+def ci_fix_attempts(
+    db: Database, repo: str, number: int | None, head_sha: str, *, job_id: int | None = None
+) -> int:
+    """How many automatic CI fixes onloop made since the last head it did not make: the one
+    count the `max_ci_fix_attempts` rule reads. From the jobs table alone: a fix_ci job that
+    pushed records the head it made (`Job.head_sha`) and, in its command, the head it started
+    from; following those back from `head_sha` gives the heads onloop made in a row, down to
+    the last one a person pushed. Every automatic fix_ci job that got to work on one of those
+    heads is an attempt, whether it pushed or not. A person's push is a head no fix made, so
+    it starts the count again; a commit's `Onloop-Job` trailer, which anyone can write, is
+    not believed."""
+    where = Job.number == number if number is not None else Job.number.is_(None)
+    with db.read() as s:
+        rows = s.execute(
+            select(Job.id, Job.head_sha, Job.params, Job.steps)
+            .where(Job.repo == repo, Job.kind == Kind.FIX_CI, where)
+            .order_by(Job.id.desc())
+            .limit(FIX_JOBS_READ)
+        ).all()
+    fixes = [
+        (str((row.params or {}).get("head_sha") or ""), row.head_sha, row.params or {})
+        for row in rows
+        if row.id != job_id and _got_to_work(row.steps)
+    ]
+    made = {made: started for started, made, _ in fixes if made and started and made != started}
+    heads, head = {head_sha}, head_sha
+    while head in made and made[head] not in heads:
+        head = made[head]
+        heads.add(head)
+    return sum(
+        1
+        for started, _, params in fixes
+        if started in heads and bool((params.get("params") or {}).get("automatic"))
+    )
 
 
 def check(

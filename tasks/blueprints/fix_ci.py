@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from github import GithubException
 from github.PullRequest import PullRequest
 from github.Repository import Repository
 
 from app.core.kinds import Kind
-from app.github.comments import details, upsert_comment
+from app.github.comments import upsert_comment
 from tasks.agent import AgentTask, Quoted
 from tasks.blueprints import Step, run_steps
 from tasks.blueprints.change import STEPS as CHANGE_STEPS
@@ -21,17 +23,18 @@ from tasks.blueprints.pulls import PullRef
 from tasks.blueprints.targets import Target
 from tasks.ci.failures import FailedJob, failed_jobs
 from tasks.ci.logs import excerpt
-from tasks.git.process import git
 from tasks.runner.context import JobContext, JobFailed
 from tasks.runner.people import as_person
 
-KIND_TRAILER = "Onloop-Kind: fix_ci"  # counts onloop's CI-fix commits on a branch
+log = logging.getLogger(__name__)
+KIND_TRAILER = "Onloop-Kind: fix_ci"  # marks onloop's CI-fix commits for people reading them
+STOP_RULE = "max_ci_fix_attempts"  # the policy rule of the cap (governance.ci_fix_attempts)
 
 
 class FixOutcome(StrEnum):
     """How a CI fix ends besides what became of its change (ChangeOutcome)."""
 
-    STOPPED = "stopped"  # onloop made `max_ci_fix_attempts` fix commits here already
+    STOPPED = "stopped"  # `max_ci_fix_attempts` fixes since the last person's push: refused
     STALE = "stale"  # the pull request moved on from the commit whose CI failed
     NO_PR = "no_pr"  # no open pull request has that commit as its head any more
 
@@ -45,7 +48,6 @@ class FixCI:
     branch: str  # where the fix goes: the PR's head branch, or a new one off a red default
     failures: list[FailedJob] = field(default_factory=list)
     excerpt: str = ""
-    attempts: int = 0
     change: Change | None = None
     outcome: ChangeOutcome | FixOutcome | None = None
     head: Target | None = None  # whether the PR's head branch takes onloop's push
@@ -73,29 +75,6 @@ def _find_pr(ctx: JobContext, repo: Repository) -> PullRequest | None:
         if pr.state == "open" and pr.head.sha == sha:
             return pr
     return None
-
-
-def _count_attempts(state: FixCI) -> str | None:
-    """onloop's own CI-fix commits on the branch, counted by their trailer in the mirror."""
-    work, place = state.work, state.work.place
-    mirror = place.cache.ensure(
-        work.repo.full_name,
-        work.repo.clone_url,
-        work.install_token,
-        sha=state.head_sha,
-        refs=state.fetch_refs,
-    )
-    base = state.pr.base.ref if state.pr else work.repo.default_branch
-    counted = git(
-        ["rev-list", "--count", f"--grep=^{KIND_TRAILER}$", state.head_sha, "--not", base],
-        mirror,
-        check=False,
-    )
-    state.attempts = int(counted.stdout.strip() or 0) if counted.returncode == 0 else 0
-    limit = work.config.max_ci_fix_attempts
-    if state.attempts >= limit:
-        state.outcome = FixOutcome.STOPPED
-    return f"{state.attempts} earlier fix commit(s); at most {limit}"
 
 
 def _read_failures(state: FixCI) -> str | None:
@@ -195,16 +174,7 @@ def _report(state: FixCI) -> str | None:
     work, change = state.work, state.change
     if state.pr is None:
         return state.outcome
-    number, bot = state.pr.number, work.ctx.settings.bot_login
-    if state.outcome == FixOutcome.STOPPED:
-        last = details("The last failure", state.excerpt or "(no log was found)", 6000)
-        body = (
-            f"onloop stopped fixing CI here: it already made {state.attempts} fix commit(s), "
-            f"the most this repository allows (`max_ci_fix_attempts`). Please take a look "
-            f"yourself; `/agent fix` will not try again on this pull request.\n\n{last}"
-        )
-        upsert_comment(work.repo.get_issue(number), f"fix-ci-stopped-{number}", body, bot)
-        return state.outcome
+    number = state.pr.number
     said = ""
     if state.fix_pr is not None and state.head is not None:
         said = (
@@ -223,8 +193,27 @@ def _report(state: FixCI) -> str | None:
     return state.outcome  # anything else is said in the job's status comment
 
 
-BEFORE: list[Step[FixCI]] = [Step("failures", _read_failures), Step("attempts", _count_attempts)]
+BEFORE: list[Step[FixCI]] = [Step("failures", _read_failures)]
 AFTER: list[Step[FixCI]] = [Step("push", _push), Step("report", _report)]
+
+
+def _say_stopped(ctx: JobContext, repo: Repository, attempts: int) -> None:
+    """The cap is reached (the policy's quiet `max_ci_fix_attempts` refusal, before any work):
+    one comment on the pull request, found again by its marker and edited in place, however
+    many red runs come after. The job itself says nothing more."""
+    if ctx.job.number is None:
+        return
+    body = (
+        f"onloop stopped fixing CI here: it made {attempts} automatic fix attempt(s) since "
+        "the last push by a person, the most this repository allows (`max_ci_fix_attempts`). "
+        "Please take a look yourself: a push of yours starts the count again, and a comment "
+        "`/agent fix` asks onloop to try once more."
+    )
+    key, bot = f"fix-ci-stopped-{ctx.job.number}", ctx.settings.bot_login
+    try:
+        upsert_comment(repo.get_issue(ctx.job.number), key, body, bot)
+    except GithubException:  # said next time; the job's record says it stopped
+        log.warning("could not say that CI fixes stopped on job %s", ctx.job.id, exc_info=True)
 
 
 def run_fix_ci(ctx: JobContext) -> dict[str, Any]:
@@ -253,7 +242,13 @@ def run_fix_ci(ctx: JobContext) -> dict[str, Any]:
         *(s.name for s in AFTER),
     ]
     pull = PullRef.of(pr, repo) if pr is not None else None
-    work = begin(ctx, "fix", found, pull)
+    try:
+        work = begin(ctx, "fix", found, pull)
+    except JobFailed as refused:
+        if refused.result.get("rule") != STOP_RULE:
+            raise
+        _say_stopped(ctx, repo, refused.result.get("attempts", 0))
+        raise JobFailed(refused.message, **refused.result, outcome=FixOutcome.STOPPED) from None
     head_sha = pull.head_sha if pull is not None else str(trigger)
     ctx.head_sha = head_sha
     branch = pull.head_ref if pull is not None else f"onloop/fix-ci-{head_sha[:7]}"
@@ -262,7 +257,7 @@ def run_fix_ci(ctx: JobContext) -> dict[str, Any]:
     if state.outcome is None:
         _change(state)
     run_steps(ctx, AFTER, state)
-    result: dict[str, Any] = {"outcome": state.outcome, "attempts": state.attempts}
+    result: dict[str, Any] = {"outcome": state.outcome}
     if state.change is not None:
         result |= state.change.result()
     if state.pr is not None and state.outcome in (ChangeOutcome.PUSHED, ChangeOutcome.PR):

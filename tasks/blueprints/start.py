@@ -6,6 +6,7 @@ from github.Repository import Repository
 from sqlalchemy import update
 
 import app.github.clients as gh
+from app.core.kinds import Kind
 from app.core.markdown import inline_code
 from app.github.comments import upsert_comment
 from app.policy import governance
@@ -110,6 +111,12 @@ def check_policy(
     (`gate.refuse_outsider`), and is refused in silence after it."""
     role = role_of(repo, login)
     automatic = bool(ctx.params.get("automatic"))
+    attempts = 0
+    head = pull.head_sha if pull is not None else ctx.command.head_sha
+    if automatic and ctx.job.kind == Kind.FIX_CI and head:
+        attempts = governance.ci_fix_attempts(
+            ctx.db, ctx.job.repo, ctx.job.number, head, job_id=ctx.job.id
+        )
     request = governance.Request(
         kind=ctx.job.kind,
         repo=repo.full_name,
@@ -118,6 +125,7 @@ def check_policy(
         automatic=automatic,
         fork=pull is not None and pull.fork,
         maintainer_can_modify=pull is not None and pull.maintainer_can_modify,
+        ci_fix_attempts=attempts,
     )
     verdict = governance.check(
         ctx.db,
@@ -140,5 +148,9 @@ def check_policy(
             refuse_outsider(ctx, repo, who, message)
         if not quiet:
             notice(ctx, repo, "refused", f"Sorry @{login}: {verdict.message}")
-        raise JobFailed("refused", rule=verdict.rule, role=role)
+        # `quiet`: no status comment either (tasks.feedback.listeners); the record says why.
+        said: dict[str, object] = {"quiet": True, "reason": verdict.message} if quiet else {}
+        if verdict.rule == "max_ci_fix_attempts":
+            said["attempts"] = attempts
+        raise JobFailed("refused", rule=verdict.rule, role=role, **said)
     return role
