@@ -85,7 +85,8 @@ class Cursor(Protocol):
 
 @dataclass
 class IntakeResult:
-    """What the webhook answers: 200 duplicate, 202 with jobs, or 204 ignored."""
+    """What the webhook answers: 200 duplicate, 202 with jobs, 204 ignored, or 400 for
+    work asked for in a malformed body (nothing recorded)."""
 
     status: int
     outcome: str
@@ -150,6 +151,10 @@ def _record(
 ) -> IntakeResult:
     config = cached_config(sql, cur, event.repo, default_label)
     decision: Action | Ignored = explain(event, config, own_app_id, kinds)
+    if event.problems and not isinstance(decision, Ignored):
+        # Work from a body with fields of the wrong type or beyond what onloop stores would
+        # run on a guess: refused, and nothing recorded. An ignored one is recorded (204).
+        return IntakeResult(400, "malformed payload: " + "; ".join(event.problems[:5]))
     if isinstance(decision, Command) and max_event_age is not None:
         if is_stale(event, utcnow(), max_event_age) and not _asked_again(sql, cur, event):
             decision = Ignored.STALE_EVENT

@@ -54,6 +54,9 @@ def github() -> Response:
             state.settings.max_event_age,
         )
         state.metrics.delivery(event.name, str(result.status))
+        if result.status == 400:
+            state.log.info("delivery.rejected", gh_event=event.name, error=result.outcome)
+            return _answer(400, error=result.outcome)
         if result.status != 200 and (event.name, event.action) == ("pull_request", "closed"):
             _count_closed_pull(state, event)
         state.log.info(
