@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import func, select
 
@@ -99,7 +99,7 @@ def post(client: Any, name: str, data: dict[str, Any], depth: int = 0) -> Any:
     body = json.dumps(data)
     if depth:
         body = body.replace(json.dumps(DEEP), "[" * depth + "]" * depth)
-    raw = body.encode("utf-8", "surrogatepass")  # a lone surrogate arrives as its \\u escape
+    raw = body.encode()  # json.dumps sends a lone surrogate as its \u escape
     return client.post("/webhooks/github", data=raw, headers=signed_headers(raw, name))
 
 
@@ -129,6 +129,7 @@ def test_fuzzed_payloads_never_get_a_5xx(client: Any, db: Database, data: st.Dat
     before = counts(db)
     response = post(client, name, mutated, depth)
     after = counts(db)
+    event(f"status {response.status_code}")
     assert response.status_code in (200, 202, 204, 400), response.get_data(as_text=True)
     if response.status_code == 400:
         assert after == before, response.json
