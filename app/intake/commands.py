@@ -57,6 +57,9 @@ class Command:
     requested_by_id: int | None = None
     comment_id: int | None = None
     params: CommandParams = field(default_factory=CommandParams)
+    # The person's act this command comes from (`trigger_key`), which starts work once
+    # whatever GUIDs it is delivered under; None for events that are not one person's act.
+    trigger: str | None = None
 
     def live_key(self, number: int | None, kinds: Kinds = KINDS) -> str:
         """Identity of a live job, which a second identical request joins rather than making
@@ -105,7 +108,16 @@ class Command:
             requested_by_id=_int(data.get("requested_by_id")),
             comment_id=_int(data.get("comment_id")),
             params=cast(CommandParams, dict(inner)) if isinstance(inner, Mapping) else {},
+            trigger=str(data["trigger"]) if data.get("trigger") else None,
         )
+
+
+def trigger_key(kind: str, repo: str, repo_id: int | None, *parts: object) -> str:
+    """The key of a person's act: `comment:<repo id>:<comment id>`, or
+    `label:<repo id>:<issue number>:<label>:<time of labelling>` (the repository's name stands
+    in when a payload names no id)."""
+    where = str(repo_id) if repo_id is not None else f"name-{repo.lower()}"
+    return ":".join((kind, where, *map(str, parts)))
 
 
 def _int(value: object) -> int | None:

@@ -13,6 +13,7 @@ from app.intake.commands import (
     InstallationChange,
     RevokeAuthorization,
     issue_digest,
+    trigger_key,
 )
 from app.intake.events import Event
 from app.intake.payloads import Repository, Run, User
@@ -46,6 +47,9 @@ class Ignored(StrEnum):
     # Found by `record`, which has a clock (app.intake.freshness): a replayed body, or one
     # delivered after ONLOOP_MAX_EVENT_AGE.
     STALE_EVENT = "ignored: the comment or label is older than ONLOOP_MAX_EVENT_AGE"
+    # Found by `record`: the same comment or label under another GUID (a second hook, a
+    # replayed body) started its work already; answered like a duplicate.
+    REPEATED_TRIGGER = "ignored: this comment or label already started a job"
     # `record`'s answer to a GUID it has recorded before.
     DUPLICATE = "duplicate delivery"
 
@@ -96,7 +100,12 @@ def _issue_labeled(event: Event, config: RepoConfig, kinds: Kinds) -> Action | I
         "issue_updated_at": issue.get("updated_at", ""),
         "issue_sha256": issue_digest(issue.get("title"), issue.get("body")),
     }
-    return Command(kind=Kind.FIX_ISSUE, numbers=(number,), params=params, **_base(event))
+    base = _base(event)
+    labelled_at = issue.get("updated_at", "")
+    trigger = trigger_key(
+        "label", base["repo"], base["repo_id"], number, config.fix_label, labelled_at
+    )
+    return Command(kind=Kind.FIX_ISSUE, numbers=(number,), params=params, trigger=trigger, **base)
 
 
 def parse_command(body: str) -> tuple[str, str] | None:
@@ -134,8 +143,18 @@ def _comment_created(event: Event, config: RepoConfig, kinds: Kinds) -> Action |
         params["unknown_verb"] = verb
     elif not config.allows(verb):
         kind, params["refused_verb"] = Kind.HELP, verb
+    base = _base(event)
+    comment_id = comment.get("id")
+    trigger = None
+    if comment_id is not None:
+        trigger = trigger_key("comment", base["repo"], base["repo_id"], comment_id)
     return Command(
-        kind=kind, numbers=(number,), comment_id=comment.get("id"), params=params, **_base(event)
+        kind=kind,
+        numbers=(number,),
+        comment_id=comment_id,
+        params=params,
+        trigger=trigger,
+        **base,
     )
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Protocol
 
-from app.intake.payloads import Payload, User, read_payload
+from app.intake.payloads import Payload, User, checked_payload
 
 
 class BadRequest(Exception):
@@ -52,15 +52,25 @@ class Event:
     """One verified delivery: event name, X-GitHub-Delivery GUID and the parsed body.
 
     `data` is the body as sent; read it through `payload`, whose fields have the types
-    `app.intake.payloads` gives them (a field of another type reads as absent)."""
+    `app.intake.payloads` gives them (a field of another type reads as absent, and is one
+    of the `problems`)."""
 
     name: str
     delivery_guid: str
     data: Mapping[str, object]
 
     @cached_property
+    def _checked(self) -> tuple[Payload, tuple[str, ...]]:
+        return checked_payload(self.data)
+
+    @property
     def payload(self) -> Payload:
-        return read_payload(self.data)
+        return self._checked[0]
+
+    @property
+    def problems(self) -> tuple[str, ...]:
+        """The fields read as absent for their type or bounds, each with its path and why."""
+        return self._checked[1]
 
     @property
     def action(self) -> str | None:

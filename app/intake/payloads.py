@@ -8,33 +8,46 @@ https://docs.github.com/en/webhooks/webhook-events-and-payloads
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TypedDict, cast, get_args, get_origin, get_type_hints, is_typeddict
+from typing import Annotated, TypedDict, cast, get_args, get_origin, get_type_hints, is_typeddict
+
+from annotated_types import Interval, MaxLen
+
+# The bounds of what onloop stores (app/store/models.py): ids in BIGINT columns, issue and
+# PR numbers in INTEGER ones, names in VARCHARs of these lengths. A value beyond them is not
+# GitHub's (logins have at most 39 characters, repository names 100).
+Id = Annotated[int, Interval(ge=0, le=2**63 - 1)]
+Number = Annotated[int, Interval(ge=0, le=2**31 - 1)]
+Login = Annotated[str, MaxLen(100)]
+FullName = Annotated[str, MaxLen(200)]
+Sha = Annotated[str, MaxLen(40)]
+Name = Annotated[str, MaxLen(100)]  # a label, a type, an action
+Time = Annotated[str, MaxLen(40)]  # ISO 8601
 
 
 class User(TypedDict, total=False):
     """A sender, or a comment's author."""
 
-    id: int
-    login: str
-    type: str  # "User", "Bot", "Organization"
+    id: Id
+    login: Login
+    type: Name  # "User", "Bot", "Organization"
 
 
 class Repository(TypedDict, total=False):
-    id: int
-    full_name: str
+    id: Id
+    full_name: FullName
     default_branch: str
 
 
 class Head(TypedDict, total=False):
     """A pull request's head: its commit, branch and repository (a fork's, maybe)."""
 
-    sha: str
+    sha: Sha
     ref: str
     repo: Repository
 
 
 class PullRequest(TypedDict, total=False):
-    number: int
+    number: Number
     merged: bool
     head: Head
 
@@ -46,35 +59,35 @@ class IssuePullRequest(TypedDict, total=False):
 
 
 class Issue(TypedDict, total=False):
-    number: int
-    state: str  # "open", "closed"
+    number: Number
+    state: Name  # "open", "closed"
     title: str
     body: str  # null when empty: reads as absent
-    updated_at: str  # ISO 8601; an `issues.labeled` payload has the labelling's time
+    updated_at: Time  # ISO 8601; an `issues.labeled` payload has the labelling's time
     pull_request: IssuePullRequest
 
 
 class Label(TypedDict, total=False):
-    name: str
+    name: Name
 
 
 class Comment(TypedDict, total=False):
-    id: int
+    id: Id
     body: str
     user: User
-    created_at: str  # ISO 8601
+    created_at: Time  # ISO 8601
 
 
 class App(TypedDict, total=False):
-    id: int
+    id: Id
 
 
 class Run(TypedDict, total=False):
     """A check suite or a workflow run."""
 
-    id: int
-    conclusion: str
-    head_sha: str
+    id: Id
+    conclusion: Name
+    head_sha: Sha
     head_branch: str
     head_repository: Repository
     pull_requests: list[PullRequest]
@@ -82,20 +95,20 @@ class Run(TypedDict, total=False):
 
 
 class Account(TypedDict, total=False):
-    login: str
-    type: str  # "User", "Organization"
+    login: Login
+    type: Annotated[str, MaxLen(20)]  # "User", "Organization"
 
 
 class Installation(TypedDict, total=False):
-    id: int
+    id: Id
     account: Account
 
 
 class Payload(TypedDict, total=False):
     """A delivery's body, as far as onloop reads it."""
 
-    action: str
-    number: int
+    action: Annotated[str, MaxLen(64)]
+    number: Number
     sender: User
     repository: Repository
     installation: Installation
@@ -110,26 +123,85 @@ class Payload(TypedDict, total=False):
     repositories_removed: list[Repository]
 
 
-# A reader returns the value it was given when its type is right, else None ("absent").
-Reader = Callable[[object], object]
+# A reader returns the value it was given when its type and bounds are right, else None
+# ("absent"), and says why under the field's path in `problems`.
+Problems = list[str]
+Reader = Callable[[object, str, Problems], object]
 
 
-def integer(value: object) -> int | None:
+MAX_PROBLEMS = 20  # enough to name the fields; a body of a million bad items names no more
+
+
+def _problem(problems: Problems, path: str, what: str) -> None:
+    if len(problems) < MAX_PROBLEMS:
+        problems.append(f"{path or 'body'}: {what}")
+
+
+def integer(value: object, path: str = "", problems: Problems | None = None) -> int | None:
     """An int; JSON's true and false are not numbers, though Python's bool is an int."""
-    return value if type(value) is int else None
+    if type(value) is int:
+        return value
+    if value is not None and problems is not None:
+        _problem(problems, path, "expected an integer")
+    return None
 
 
-def string(value: object) -> str | None:
-    return value if isinstance(value, str) else None
+def string(value: object, path: str = "", problems: Problems | None = None) -> str | None:
+    """A str that a database can store: no NUL character (PostgreSQL text refuses it) and no
+    unpaired surrogate (JSON's `\\ud800` decodes to one; it has no UTF-8 encoding)."""
+    if isinstance(value, str):
+        if value.isascii() and "\0" not in value:
+            return value
+        if "\0" not in value:
+            try:
+                value.encode()
+                return value
+            except UnicodeEncodeError:
+                pass
+        if problems is not None:
+            _problem(problems, path, "contains a NUL character or an unpaired surrogate")
+        return None
+    if value is not None and problems is not None:
+        _problem(problems, path, "expected a string")
+    return None
 
 
-def boolean(value: object) -> bool | None:
-    return value if isinstance(value, bool) else None
+def boolean(value: object, path: str = "", problems: Problems | None = None) -> bool | None:
+    if isinstance(value, bool):
+        return value
+    if value is not None and problems is not None:
+        _problem(problems, path, "expected true or false")
+    return None
+
+
+def _bounded(read: Reader, bounds: tuple[object, ...]) -> Reader:
+    """`read`, then the `annotated_types` bounds of the field: the columns' limits."""
+    low = next((b.ge for b in bounds if isinstance(b, Interval) and b.ge is not None), None)
+    high = next((b.le for b in bounds if isinstance(b, Interval) and b.le is not None), None)
+    longest = next((b.max_length for b in bounds if isinstance(b, MaxLen)), None)
+
+    def check(value: object, path: str, problems: Problems) -> object:
+        kept = read(value, path, problems)
+        if isinstance(kept, int) and not (
+            (low is None or kept >= low) and (high is None or kept <= high)  # type: ignore[operator]
+        ):
+            _problem(problems, path, f"expected an integer from {low} to {high}")
+            return None
+        if isinstance(kept, str) and longest is not None and len(kept) > longest:
+            _problem(problems, path, f"longer than {longest} characters")
+            return None
+        return kept
+
+    return check
 
 
 def reader(hint: object) -> Reader:
-    """The reader for a field annotated `hint`: int, str, bool, a TypedDict or a list of one.
-    An object keeps only its fields of the right type; a list only its items of it."""
+    """The reader for a field annotated `hint`: int, str, bool, a TypedDict or a list of one,
+    maybe `Annotated` with bounds. An object keeps only its fields of the right type and
+    within their bounds; a list only its items that are."""
+    if get_origin(hint) is Annotated:
+        inner, *bounds = get_args(hint)
+        return _bounded(reader(inner), tuple(bounds))
     if hint is int:
         return integer
     if hint is str:
@@ -140,15 +212,18 @@ def reader(hint: object) -> Reader:
         (item,) = get_args(hint)
         return _list_reader(reader(item))
     if is_typeddict(hint):
-        return _object_reader(get_type_hints(cast(type, hint)))
+        return _object_reader(get_type_hints(cast(type, hint), include_extras=True))
     raise TypeError(f"no reader for {hint!r}")
 
 
 def _list_reader(item: Reader) -> Reader:
-    def read(value: object) -> list[object] | None:
+    def read(value: object, path: str, problems: Problems) -> list[object] | None:
         if not isinstance(value, list):
+            if value is not None:
+                _problem(problems, path, "expected a list")
             return None
-        return [kept for kept in map(item, value) if kept is not None]
+        kept = (item(each, f"{path}[{i}]", problems) for i, each in enumerate(value))
+        return [each for each in kept if each is not None]
 
     return read
 
@@ -156,10 +231,16 @@ def _list_reader(item: Reader) -> Reader:
 def _object_reader(hints: Mapping[str, object]) -> Reader:
     fields = {key: reader(hint) for key, hint in hints.items()}
 
-    def read(value: object) -> dict[str, object] | None:
+    def read(value: object, path: str, problems: Problems) -> dict[str, object] | None:
         if not isinstance(value, Mapping):
+            if value is not None:
+                _problem(problems, path, "expected an object")
             return None
-        kept = {key: field(value[key]) for key, field in fields.items() if key in value}
+        kept = {
+            key: field(value[key], f"{path}.{key}" if path else key, problems)
+            for key, field in fields.items()
+            if key in value
+        }
         return {key: item for key, item in kept.items() if item is not None}
 
     return read
@@ -170,4 +251,11 @@ _read_payload = reader(Payload)  # built once, at import
 
 def read_payload(data: Mapping[str, object]) -> Payload:
     """The fields of `data` that onloop reads and that have the type `Payload` gives them."""
-    return cast(Payload, _read_payload(data) or {})
+    return checked_payload(data)[0]
+
+
+def checked_payload(data: Mapping[str, object]) -> tuple[Payload, tuple[str, ...]]:
+    """`read_payload`, and what was left out of it: a field of the wrong type, out of its
+    bounds, or a string no database stores ("installation.id: expected an integer")."""
+    problems: Problems = []
+    return cast(Payload, _read_payload(data, "", problems) or {}), tuple(problems)

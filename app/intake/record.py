@@ -30,6 +30,11 @@ JOB = (
     " ON CONFLICT DO NOTHING RETURNING id"
 )
 LIVE_JOB = "SELECT id FROM jobs WHERE live_key = %s"
+TRIGGER = (
+    "INSERT INTO job_triggers (trigger_key, delivery_id, created_at) VALUES (%s, %s, %s)"
+    " ON CONFLICT DO NOTHING RETURNING trigger_key"
+)
+REPEATED = "UPDATE deliveries SET outcome = %s WHERE id = %s"
 ASKED_AGAIN = "SELECT 1 FROM redelivery_requests WHERE guid = %s"
 OUTBOX = "INSERT INTO outbox (job_id, created_at, publish_attempts) VALUES (%s, %s, 0)"
 INSTALLATION = "SELECT repositories, suspended FROM installations WHERE id = %s"
@@ -80,7 +85,8 @@ class Cursor(Protocol):
 
 @dataclass
 class IntakeResult:
-    """What the webhook answers: 200 duplicate, 202 with jobs, or 204 ignored."""
+    """What the webhook answers: 200 duplicate, 202 with jobs, 204 ignored, or 400 for
+    work asked for in a malformed body (nothing recorded)."""
 
     status: int
     outcome: str
@@ -145,6 +151,10 @@ def _record(
 ) -> IntakeResult:
     config = cached_config(sql, cur, event.repo, default_label)
     decision: Action | Ignored = explain(event, config, own_app_id, kinds)
+    if event.problems and not isinstance(decision, Ignored):
+        # Work from a body with fields of the wrong type or beyond what onloop stores would
+        # run on a guess: refused, and nothing recorded. An ignored one is recorded (204).
+        return IntakeResult(400, "malformed payload: " + "; ".join(event.problems[:5]))
     if isinstance(decision, Command) and max_event_age is not None:
         if is_stale(event, utcnow(), max_event_age) and not _asked_again(sql, cur, event):
             decision = Ignored.STALE_EVENT
@@ -163,7 +173,20 @@ def _record(
     rows = cur.fetchall()
     if not rows:
         return IntakeResult(200, Ignored.DUPLICATE)  # this request has written nothing
-    return _apply(sql, cur, decision, int(rows[0][0]), kinds)
+    delivery_row_id = int(rows[0][0])
+    if isinstance(decision, Command) and not _first_trigger(sql, cur, decision, delivery_row_id):
+        cur.execute(sql(REPEATED), (Ignored.REPEATED_TRIGGER, delivery_row_id))
+        return IntakeResult(200, Ignored.REPEATED_TRIGGER)
+    return _apply(sql, cur, decision, delivery_row_id, kinds)
+
+
+def _first_trigger(sql: Sql, cur: Cursor, command: Command, delivery_row_id: int) -> bool:
+    """Whether this is the first delivery of the command's comment or label (its trigger key
+    is claimed in this transaction, so concurrent deliveries of it claim it once)."""
+    if command.trigger is None:
+        return True
+    cur.execute(sql(TRIGGER), (command.trigger, delivery_row_id, sql.ts(utcnow())))
+    return bool(cur.fetchall())
 
 
 def _asked_again(sql: Sql, cur: Cursor, event: Event) -> bool:

@@ -1,4 +1,4 @@
-"""The tables: deliveries, installations, jobs, the outbox, repo configs, users, pauses, audit."""
+"""The tables: deliveries, triggers, installations, jobs, outbox, repo configs, users, audit."""
 
 from __future__ import annotations
 
@@ -65,6 +65,19 @@ class RedeliveryRequest(Base):
 
     guid: Mapped[str] = mapped_column(String(64), primary_key=True)
     requested_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class JobTrigger(Base):
+    """A person's act that started work: a command comment, or a label added at a time.
+
+    GitHub sends the same comment again under a new X-GitHub-Delivery GUID when a second hook
+    delivers it or a body is replayed; keyed on the act, not the GUID, it starts work once."""
+
+    __tablename__ = "job_triggers"
+
+    trigger_key: Mapped[str] = mapped_column(String(400), primary_key=True)
+    delivery_row_id: Mapped[int] = mapped_column("delivery_id", ForeignKey("deliveries.id"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
 class Installation(Base):

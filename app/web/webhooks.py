@@ -2,15 +2,48 @@
 
 from __future__ import annotations
 
+import sqlalchemy.exc
 import structlog
 from flask import Blueprint, Response, current_app, jsonify, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from app.intake.events import BadRequest, Event
-from app.intake.record import record
+from app.intake.record import IntakeResult, record
+from app.store.db import Database
 from app.web.state import Onloop, onloop
 
 bp = Blueprint("webhooks", __name__)
+
+# Seconds a sender should wait while the database is away. GitHub does not retry a failed
+# delivery by itself; `onloop redeliver` and beat's sweep ask for it again
+# (https://docs.github.com/en/webhooks/using-webhooks/handling-failed-webhook-deliveries).
+RETRY_AFTER = 30
+
+
+def _unavailable(db: Database) -> tuple[type[BaseException], ...]:
+    """The errors that mean the database cannot be reached now (PEP 249's OperationalError
+    and InterfaceError, raw or wrapped by SQLAlchemy), not that the request was wrong."""
+    dbapi = db.engine.dialect.loaded_dbapi
+    wrapped = (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError)
+    return (*wrapped, sqlalchemy.exc.TimeoutError, dbapi.OperationalError, dbapi.InterfaceError)
+
+
+def _record(state: Onloop, event: Event) -> IntakeResult | None:
+    """`record`, or None when the database is unreachable (logged once per outage)."""
+    try:
+        result = record(
+            state.db,
+            event,
+            state.settings.fix_label,
+            state.settings.app_id,
+            state.kinds,
+            state.settings.max_event_age,
+        )
+    except _unavailable(state.db) as exc:
+        state.db_outage.failed(exc, state.log)
+        return None
+    state.db_outage.recovered(state.log)
+    return result
 
 
 def _answer(status: int, **body: object) -> Response:
@@ -45,15 +78,16 @@ def github() -> Response:
         return _answer(exc.status, error=exc.message)
     # Every line of this request, onloop's and the libraries', carries the delivery's GUID.
     with structlog.contextvars.bound_contextvars(delivery_guid=event.delivery_guid):
-        result = record(
-            state.db,
-            event,
-            state.settings.fix_label,
-            state.settings.app_id,
-            state.kinds,
-            state.settings.max_event_age,
-        )
+        result = _record(state, event)
+        if result is None:  # nothing recorded, so not acknowledged: GitHub shows it failed
+            state.metrics.delivery(event.name, "503")
+            response = _answer(503, error="database unavailable: deliver again later")
+            response.headers["Retry-After"] = str(RETRY_AFTER)
+            return response
         state.metrics.delivery(event.name, str(result.status))
+        if result.status == 400:
+            state.log.info("delivery.rejected", gh_event=event.name, error=result.outcome)
+            return _answer(400, error=result.outcome)
         if result.status != 200 and (event.name, event.action) == ("pull_request", "closed"):
             _count_closed_pull(state, event)
         state.log.info(

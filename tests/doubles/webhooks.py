@@ -29,6 +29,7 @@ FIXTURES = next(
 SECRET = "test-webhook-secret-0123456789abcdef"
 TABLES = (
     "outbox",
+    "job_triggers",
     "jobs",
     "deliveries",
     "installations",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -134,21 +135,30 @@ def test_same_guid_twice_is_one_delivery(client: Any, db: Database) -> None:
     first = deliver(client, "issues", fix_label_payload(), guid="guid-b")
     again = deliver(client, "issues", fix_label_payload(), guid="guid-b")
     assert (first.status_code, again.status_code) == (202, 200)
-    assert counts(db) | {"repo_configs": 0} == EMPTY | {"deliveries": 1, "jobs": 1, "outbox": 1}
+    one = {"deliveries": 1, "jobs": 1, "outbox": 1, "job_triggers": 1}
+    assert counts(db) | {"repo_configs": 0} == EMPTY | one
+
+
+def labelled(client: Any, at: int, number: int = 1) -> Any:
+    """The fix label added (again) `at` seconds from now: each labelling is a new act."""
+    data = fix_label_payload(number)
+    stamp = datetime.now(UTC) + timedelta(seconds=at)
+    data["issue"]["updated_at"] = stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return deliver(client, "issues", data, fresh=False).get_json()
 
 
 def test_second_trigger_joins_the_live_job(client: Any, db: Database) -> None:
-    first = deliver(client, "issues", fix_label_payload()).get_json()
-    second = deliver(client, "issues", fix_label_payload()).get_json()
+    first = labelled(client, 0)
+    second = labelled(client, 1)
     assert second["jobs"] == first["jobs"] and second["joined"] == first["jobs"]
-    other = deliver(client, "issues", fix_label_payload(number=7)).get_json()
+    other = labelled(client, 0, number=7)
     assert other["jobs"] != first["jobs"]
     assert counts(db)["jobs"] == 2 and counts(db)["outbox"] == 2
     with db.transaction() as s:  # once the first job is over, a new trigger makes a new job
         job = s.get(Job, first["jobs"][0])
         assert job is not None
         job.state, job.live_key = JobState.SUCCEEDED, None
-    third = deliver(client, "issues", fix_label_payload()).get_json()
+    third = labelled(client, 2)
     assert third["jobs"] != first["jobs"]
 
 
