@@ -126,6 +126,7 @@ class Worker:
             celery,
             self.jobs.context,
             interval=self.settings.dispatch_interval,
+            republish_after=timedelta(seconds=self.settings.republish_after),
             authorization_wait=timedelta(seconds=self.settings.authorization_wait),
             housekeeping=self.reap,
             housekeeping_interval=self.settings.reap_interval,

@@ -73,6 +73,10 @@ class Settings(BaseSettings):
     job_time_limit: int = Field(default=3600, ge=60)
     job_lease_seconds: int = Field(default=60, ge=2)  # a dead worker's job is run again after
     dispatch_interval: float = 1.0
+    # Seconds: a job still queued this long after its last message went out is published
+    # again (a Redis restart without persistence forgets its queue). A duplicate is harmless:
+    # only one attempt can claim a queued job (tasks.runner.lease).
+    republish_after: int = Field(default=120, ge=10)
     # Seconds between edits of one status comment or check run (the last edit is never held).
     feedback_interval: float = Field(default=1.0, ge=0)
     redeliver_interval: int = 3600

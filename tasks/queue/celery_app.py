@@ -3,18 +3,27 @@
 from __future__ import annotations
 
 import runpy
+import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from celery import Celery
+from celery.exceptions import Reject
+from celery.worker import state as worker_state
 
 from app.core.queues import QUEUE, REDELIVER_MISSED, RUN_JOB
 from app.core.settings import Settings
+from tasks.queue.outage import Outage
+from tasks.runner.run import JobUnread
 
 CONFIG_FILE = Path(__file__).resolve().parents[2] / "config" / "celery.py"
 Requeue = Callable[[float], None]
 RunJob = Callable[[int, Requeue], str]  # (job id, ask again in N seconds) -> outcome
+# Seconds between a job's reads while the database does not answer: doubling up to the cap,
+# so a job runs within PAUSE_MAX of the database coming back.
+PAUSE_FIRST, PAUSE_MAX = 0.5, 2.0
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:
@@ -65,12 +74,53 @@ def create_celery(
     return celery
 
 
+def stopping() -> bool:
+    """The worker was asked to stop (warm or cold). Celery sets these flags from its signal
+    handlers; a flag may be 0, the exit code."""
+    flags = (worker_state.should_stop, worker_state.should_terminate)
+    return any(flag is not None and flag is not False for flag in flags)
+
+
+def until_read(run: Callable[[], str], outage: Outage, stop: Callable[[], bool] = stopping) -> str:
+    """`run()`; while the database cannot read or claim the job, wait and run it again.
+
+    The message meanwhile stays unacknowledged (acks_late): Celery would acknowledge a task
+    that failed, and `self.retry` drops the message when the broker is down too
+    (celery.app.task.Task.retry raises Reject(requeue=False)). When the worker is asked to
+    stop first, the message goes back to the queue. The outage is logged once, not per job.
+    """
+    pause = PAUSE_FIRST
+    while True:
+        try:
+            outcome = run()
+        except JobUnread as exc:
+            outage.noticed(str(exc))
+            if _waited_out(pause, stop):
+                raise Reject(str(exc), requeue=True) from None
+            pause = min(pause * 2, PAUSE_MAX)
+            continue
+        outage.over()
+        return outcome
+
+
+def _waited_out(seconds: float, stop: Callable[[], bool]) -> bool:
+    """Sleep `seconds`, or less when the worker is stopping; True in that case."""
+    deadline = time.monotonic() + seconds
+    while not stop():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        time.sleep(min(left, 0.25))
+    return True
+
+
 def _register_run_job(celery: Celery, run_job: RunJob) -> None:
     """The job task: it takes the job id and nothing else."""
+    outage = Outage("jobs")  # this app's: one worker, one line per outage
 
     @celery.task(name=RUN_JOB, ignore_result=True)
     def _run_job(job_id: int) -> str:
         def requeue(seconds: float) -> None:
             _run_job.apply_async(args=[int(job_id)], countdown=seconds, queue=QUEUE)
 
-        return run_job(int(job_id), requeue)
+        return until_read(partial(run_job, int(job_id), requeue), outage)

@@ -15,6 +15,7 @@ from app.core.queues import QUEUE, RUN_JOB
 from app.store.db import Database
 from app.store.models import Job, JobState, Outbox, aware, utcnow
 from tasks.feedback import listeners as feedback
+from tasks.queue.outage import Outage
 from tasks.runner.context import JobContext
 from tasks.runner.lease import (
     claim_given_up,
@@ -24,6 +25,7 @@ from tasks.runner.lease import (
     republish_unclaimed,
     requeue_abandoned,
 )
+from tasks.runner.run import DATABASE_DOWN, why_down
 
 log = get_logger("onloop.dispatch")
 
@@ -116,7 +118,7 @@ class Dispatcher:
         celery: Celery,
         context: Callable[[Job], JobContext],
         interval: float = 0.5,
-        republish_after: timedelta = timedelta(minutes=10),
+        republish_after: timedelta = timedelta(minutes=2),
         authorization_wait: timedelta = timedelta(hours=24),
         housekeeping: Callable[[], object] | None = None,
         housekeeping_interval: float = 300.0,
@@ -127,7 +129,8 @@ class Dispatcher:
         self.housekeeping, self.housekeeping_interval = housekeeping, housekeeping_interval
         self._last_housekeeping = -housekeeping_interval  # the first sweep runs at start
         self.db, self.celery, self.interval = db, celery, interval
-        self.republish_after = republish_after
+        self.republish_after = republish_after  # ONLOOP_REPUBLISH_AFTER
+        self.outage = Outage("dispatcher")
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self.run, name="onloop-dispatcher", daemon=True)
         self._last_recovery = 0.0
@@ -138,6 +141,8 @@ class Dispatcher:
             self._last_housekeeping = now
             try:
                 self.housekeeping()
+            except DATABASE_DOWN as exc:
+                self.outage.noticed(why_down(exc))
             except Exception as exc:
                 log.warning("dispatch.housekeeping_failed", error=f"{type(exc).__name__}: {exc}")
         if now - self._last_recovery > 5:
@@ -163,6 +168,10 @@ class Dispatcher:
             try:
                 sent = self.step()
                 backoff = self.interval
+                self.outage.over()
+            except DATABASE_DOWN as exc:  # logged once; asked again soon after it is back
+                self.outage.noticed(why_down(exc))
+                sent, backoff = 0, min(backoff * 2, 2.0)
             except Exception as exc:
                 log.warning("dispatch.failed", error=f"{type(exc).__name__}: {exc}")
                 sent, backoff = 0, min(backoff * 2, 10.0)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from github import GithubException
 from github.Repository import Repository
+from sqlalchemy.dialects import postgresql, sqlite
 
 from app.core.markdown import inline_code
 from app.policy.repo_config import ORG_ONLY, ConfigError, RepoConfig, parse_repo_config
@@ -41,6 +42,20 @@ class LoadedConfig:
         return said
 
 
+def remember(db: Database, name: str, text: str | None, sha: str | None) -> None:
+    """Cache the file as read, in one upsert: jobs on a repository that has no row yet run at
+    once, and a look-up then insert would let all but one of them fail on the primary key."""
+    insert = sqlite.insert if db.sql.sqlite else postgresql.insert
+    values = {"repo": name, "text": text, "sha": sha, "fetched_at": utcnow()}
+    statement = insert(RepoConfigCache).values(**values)
+    statement = statement.on_conflict_do_update(
+        index_elements=[RepoConfigCache.repo],
+        set_={k: statement.excluded[k] for k in ("text", "sha", "fetched_at")},
+    )
+    with db.transaction() as s:
+        s.execute(statement)
+
+
 def load_repo_config(db: Database, repo: Repository) -> LoadedConfig:
     """The repository's config from its default branch; a bad file comes back with `error`
     set, never silently as the defaults."""
@@ -53,10 +68,7 @@ def load_repo_config(db: Database, repo: Repository) -> LoadedConfig:
     except GithubException as exc:
         if exc.status != 404:
             raise
-    with db.transaction() as s:
-        row = s.get(RepoConfigCache, repo.full_name) or RepoConfigCache(repo=repo.full_name)
-        row.text, row.sha, row.fetched_at = text, sha, utcnow()
-        s.merge(row)
+    remember(db, repo.full_name, text, sha)
     try:
         config, unknown = parse_repo_config(text)
     except ConfigError as exc:

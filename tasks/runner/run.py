@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import contextvars
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -12,6 +13,8 @@ from typing import Any
 import redis
 import structlog
 from sqlalchemy import select, update
+from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from app.core.kinds import KINDS, Kinds
 from app.core.logs import get_logger
@@ -38,6 +41,32 @@ Requeue = Callable[[float], None]
 Listeners = Callable[[JobContext], list[JobListener]]
 # A job the caps hold back: (its context, why, its place in the queue), said on GitHub once.
 Queued = Callable[[JobContext, str, int | None], None]
+# What a database that does not answer raises (a refused or dropped connection, a full pool,
+# an SQLite file it cannot open or lock), as opposed to a statement's own error.
+DATABASE_DOWN = (OperationalError, InterfaceError, PoolTimeout)
+
+
+class JobUnread(Exception):
+    """The database did not answer while the job was read or claimed, so nothing about the
+    job changed: its message must not be acknowledged, and the job is asked for again once
+    the database answers (tasks.queue.celery_app)."""
+
+
+def why_down(exc: BaseException) -> str:
+    """One short line for a database error: the driver's first line, not SQLAlchemy's SQL
+    and link."""
+    cause = getattr(exc, "orig", None) or exc
+    lines = str(cause).strip().splitlines() or [""]
+    return f"{type(cause).__name__}: {lines[0]}"[:300]
+
+
+@contextmanager
+def reading(job_id: int) -> Iterator[None]:
+    """Database errors in the block become JobUnread: the job has not started."""
+    try:
+        yield
+    except DATABASE_DOWN as exc:
+        raise JobUnread(f"job {job_id} unread: {why_down(exc)}") from exc
 
 
 @dataclass
@@ -64,8 +93,9 @@ class JobRunner:
     def run(self, job_id: int, requeue: Requeue | None = None) -> str:
         """Run job `job_id` once; a job already taken or finished is left alone (idempotent).
         Sandboxed jobs first take a slot under the caps; when full, the job stays queued and
-        `requeue(seconds)` asks again later."""
-        with self.db.read() as s:
+        `requeue(seconds)` asks again later. JobUnread when the database does not answer
+        before the job is claimed and its run begins."""
+        with reading(job_id), self.db.read() as s:
             row = s.get(Job, job_id)
             if row is None or row.state != JobState.QUEUED:
                 log.info("job.not_claimed", job_id=job_id, state=row and row.state)
@@ -79,7 +109,8 @@ class JobRunner:
             if admission.admitted:
                 adopt = partial(caps.adopt, admission.member, row.repo, row.installation_id)
                 return self._run_claimed(job_id, adopt)
-            return self._hold(row, admission.reason, admission.retry_after, requeue)
+            with reading(job_id):
+                return self._hold(row, admission.reason, admission.retry_after, requeue)
 
     def _hold(self, row: Job, reason: str, retry_after: float, requeue: Requeue | None) -> str:
         """The caps are full: the job stays queued, told once per change of reason or place."""
@@ -112,18 +143,21 @@ class JobRunner:
         give up."""
         settings, db = self.settings, self.db
         owner = owner_id()
-        if not claim(db, job_id, owner, settings.job_lease_seconds):
-            with db.read() as s:
-                state = s.scalar(select(Job.state).where(Job.id == job_id))
-            log.info("job.not_claimed", job_id=job_id, state=state)
-            return f"skipped ({state})"
+        with reading(job_id):
+            if not claim(db, job_id, owner, settings.job_lease_seconds):
+                with db.read() as s:
+                    state = s.scalar(select(Job.state).where(Job.id == job_id))
+                log.info("job.not_claimed", job_id=job_id, state=state)
+                return f"skipped ({state})"
         if adopt is not None:
             try:
                 if dropped := adopt():
                     log.info("job.stale_slots_dropped", job_id=job_id, slots=dropped)
             except redis.RedisError:  # they expire on their own; the job need not wait
                 log.warning("job.stale_slots_kept", job_id=job_id, exc_info=True)
-        with db.read() as s:
+        # Claimed: should the database fail here, the task waits for it as above, then finds
+        # the job running and leaves it; its lease runs out and requeue_abandoned queues it.
+        with reading(job_id), db.read() as s:
             job = s.get(Job, job_id)
             assert job is not None
             s.expunge(job)
