@@ -8,6 +8,7 @@ from typing import Any, NoReturn
 
 from github.Repository import Repository
 
+from app.core.kinds import Kind
 from app.policy.repo_config import ConfigError
 from app.store.models import Job
 from tasks.runner.context import JobContext, JobFailed
@@ -38,8 +39,11 @@ class Asker:
 
 def required_permission(ctx: JobContext, loaded: LoadedConfig) -> str:
     """The `trigger_permission` in effect: the repository's within the organisation's. An
-    invalid repository file counts as the built-in defaults (no work runs under it, and `help`
-    must still tell maintainers that it is invalid); an unusable organisation file, as admin."""
+    invalid repository file counts as the built-in defaults for `help` (which must still tell
+    maintainers that it is invalid) and as admin for everything else: its own, stricter
+    `trigger_permission` may be the line that broke. An unusable organisation file: admin."""
+    if loaded.error is not None and ctx.job.kind != Kind.HELP:
+        return STRICTEST
     try:
         return ctx.org_config.effective(ctx.settings, loaded.config).trigger_permission
     except ConfigError:

@@ -58,6 +58,8 @@ class StatusComment:
         if not self.started:
             # `quiet`: refused in silence (an outsider told once already, tasks.blueprints.gate)
             quiet = state != JobState.FAILED or bool(result.get("quiet"))
+            if quiet and result.get("quiet"):
+                self._remove_queued()
             if quiet or self._find(any_notice=True) is not None:
                 self.throttle.close()
                 return  # its notice has said what happened
@@ -66,6 +68,13 @@ class StatusComment:
             ctx.job, ctx.steps, state, result, self.extra_links, authorize_url(ctx)
         )
         self.throttle.close(text)
+
+    def _remove_queued(self) -> None:
+        """A job refused in silence leaves no comment: not even the "queued" status that the
+        caps may have posted before its policy step ran."""
+        queued = self._find(any_notice=False)
+        if queued is not None:
+            queued.delete()
 
     def _find(self, any_notice: bool) -> IssueComment | None:
         if self.ctx.job.number is None:

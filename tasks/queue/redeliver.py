@@ -27,7 +27,10 @@ def missed_deliveries(github: GitHubApp, db: Database, since: datetime) -> dict[
     latest: dict[str, tuple[datetime, int]] = {}  # delivery_guid → (when, hook_attempt_id)
     for attempt in attempts:
         delivery_guid = str(attempt["guid"])
-        if 200 <= int(attempt.get("status_code") or 0) < 300:
+        # 2xx: recorded. 4xx: onloop answered and refused it (bad signature, malformed body):
+        # asking again brings the same body and the same answer. Timeouts (0) and 5xx are
+        # missed.
+        if 200 <= int(attempt.get("status_code") or 0) < 500:
             ok.add(delivery_guid)
         when = parse_time(str(attempt["delivered_at"]))
         if delivery_guid not in latest or when > latest[delivery_guid][0]:

@@ -30,6 +30,7 @@ SECRET = "test-webhook-secret-0123456789abcdef"
 TABLES = (
     "outbox",
     "job_triggers",
+    "redelivery_requests",
     "jobs",
     "deliveries",
     "installations",

@@ -176,3 +176,15 @@ def test_after_an_outsiders_rebase_the_maintainers_runs_as_the_maintainer(thread
     assert job.state == JobState.SUCCEEDED, (job.result, job.steps)
     (push,) = thread.double.pushes
     assert (push.identity.kind, push.identity.login) == ("user", "alice")
+
+
+def test_a_broken_repository_file_drops_no_stricter_trigger_permission(thread: Thread) -> None:
+    """`trigger_permission: admin` with a typo elsewhere in the file: while it is invalid, a
+    writer cannot cancel a maintainer's job as if the built-in `write` applied."""
+    broken = "trigger_permission: admin\nsandbox:\n  timeout: soon\n"
+    thread.double.commit(REPO, "main", {".github/onloop.yml": broken}, message="Tighten")
+    rebase = thread.comment("/agent rebase", "carol")
+    thread.running(rebase)
+    cancel = thread.run(thread.comment("/agent cancel", "alice"))
+    assert thread.job(rebase).state == JobState.RUNNING
+    assert cancel.state == JobState.FAILED and cancel.result["left_running"] == [rebase]

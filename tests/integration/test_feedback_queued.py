@@ -7,8 +7,9 @@ from pathlib import Path
 
 from app.github.clients import GitHubApp
 from app.store.db import Database
-from app.store.models import Job
+from app.store.models import Job, JobState
 from tasks.feedback import listeners as feedback
+from tasks.feedback.access import Access
 from tasks.runner.context import JobContext
 from tests.doubles.github.double import GitHubDouble
 from tests.doubles.github.settings import settings_for
@@ -51,3 +52,7 @@ def test_a_queued_job_reacts_and_says_where_it_waits(
     assert [(r.content, r.user) for r in asked.reactions] == [("eyes", bot)]  # not twice
     (again,) = [c for c in double.comments(REPO, number) if c.user == bot]
     assert again.id == status.id and "number 1 in line" in again.body
+    # Refused in silence later (an outsider told once already): the "queued" status goes.
+    status_listener = feedback.StatusComment(ctx, Access(ctx))
+    status_listener.finished(ctx, JobState.FAILED, {"outcome": "refused", "quiet": True})
+    assert [c for c in double.comments(REPO, number) if c.user == bot] == []

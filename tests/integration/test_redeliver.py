@@ -26,6 +26,7 @@ def test_only_missed_unrecorded_deliveries_are_redelivered(
     missed = github_double.add_delivery("issues", "labeled", status_code=502, guid="missed")
     github_double.add_delivery("issue_comment", "created", status_code=0, guid="timed-out")
     github_double.add_delivery("issues", "labeled", status_code=502, guid="recorded")
+    github_double.add_delivery("issues", "labeled", status_code=400, guid="malformed")
     github_double.add_delivery(
         "ping", None, status_code=500, guid="old", delivered_at=now - 3 * 86400
     )
