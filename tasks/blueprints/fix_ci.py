@@ -12,6 +12,7 @@ from github.PullRequest import PullRequest
 from github.Repository import Repository
 
 from app.core.kinds import Kind
+from app.core.markdown import inline_code
 from app.github.comments import upsert_comment
 from tasks.agent import AgentTask, Quoted
 from tasks.blueprints import Step, run_steps
@@ -129,12 +130,13 @@ def _push(state: FixCI) -> str | None:
         if pull.fork:
             raise JobFailed(state.head.message(), outcome=state.head.refusal)
         state.branch = f"onloop/fix-ci-{pull.number}-{work.ctx.job.id}"
-        intro = f"CI fails on #{pull.number} at {state.head_sha[:12]}; `{pull.head_ref}` "
+        head = inline_code(pull.head_ref)
+        intro = f"CI fails on #{pull.number} at {state.head_sha[:12]}; {head} "
         intro += f"{state.head.reason()}, so this fix waits for review here."
-        title = f"Fix CI of #{pull.number} on `{pull.head_ref}`"
+        title = f"Fix CI of #{pull.number} on {head}"
         state.fix_pr = _open_fix_pr(state, pull.head_ref, title, intro)
         state.outcome = ChangeOutcome.PR
-        return f"`{pull.head_ref}` {state.head.reason()}: opened #{state.fix_pr.number}"
+        return f"{head} {state.head.reason()}: opened #{state.fix_pr.number}"
     clone_url, head_repo = pull.head_clone_url, pull.head_repo
     work.push(
         change.new_sha, state.branch, lease=state.head_sha, clone_url=clone_url, head_repo=head_repo

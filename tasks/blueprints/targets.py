@@ -10,6 +10,8 @@ from urllib.parse import quote
 from github import GithubException
 from github.Repository import Repository
 
+from app.core.markdown import inline_code
+
 OWN_PREFIX = "onloop/"  # the branches onloop makes for itself (fix_issue, fix_ci)
 RULES_PAGE = 100  # the most GitHub lists per page
 
@@ -73,8 +75,8 @@ class Target:
 
     def message(self) -> str:
         return (
-            f"the branch `{self.branch}` {self.reason()}, and onloop never pushes to a default "
-            "or protected branch, so nothing was pushed"
+            f"the branch {inline_code(self.branch)} {self.reason()}, and onloop never pushes to "
+            "a default or protected branch, so nothing was pushed"
         )
 
 
@@ -140,4 +142,7 @@ def rejected_as_protected(branch: str, output: str) -> str | None:
     (https://docs.github.com/en/repositories/configuring-branches-and-merges-in-your-repository/managing-rulesets/troubleshooting-rules)."""
     if "GH006" not in output and "GH013" not in output:
         return None
-    return f"GitHub refused the push to `{branch}` as a protected branch, so nothing was pushed"
+    return (
+        f"GitHub refused the push to {inline_code(branch)} as a protected branch, so nothing "
+        "was pushed"
+    )

@@ -166,7 +166,9 @@ class EgressPolicyPlugin(HttpProxyBasePlugin):
         try:
             infos = socket.getaddrinfo(name, port, type=socket.SOCK_STREAM)
         except OSError:
-            return None, None  # proxy.py reports the failure to the client
+            # Refused, never (None, None): that would let proxy.py look the name up again
+            # itself, unchecked, and a name that failed once may resolve somewhere else.
+            raise refuse(name, port, "its name does not resolve") from None
         why = NEVER
         for info in infos:
             ip = str(info[4][0])

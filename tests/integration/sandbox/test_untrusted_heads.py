@@ -25,6 +25,7 @@ from tests.doubles.sandboxes import new_job_id
 
 PASSWORD = "untrusted-pw-4242"
 NEVER = "resolves to a loopback, link-local or other local address"
+UNRESOLVED = "its name does not resolve"
 PRIVATE = "resolves to a private address (an operator may allow a private index by name)"
 # Asks the proxy for each URL with each method; prints "METHOD URL STATUS" per line.
 FETCH = """
@@ -170,6 +171,8 @@ def test_the_proxy_refuses_mapped_loopback_metadata_and_private_addresses(
         f"http://[::ffff:{host_ip}]:{port}/simple/": PRIVATE,
         f"http://{host_ip}:{port}/simple/": PRIVATE,
         f"http://{peer_name}:8080/": PRIVATE,
+        # Refused, not handed back to proxy.py to look up again unchecked (a rebinding window)
+        "http://no-such-host.invalid/": UNRESOLVED,
     }
     limits = Limits(command_timeout=120)
     try:
@@ -195,6 +198,7 @@ def test_the_proxy_refuses_mapped_loopback_metadata_and_private_addresses(
         assert why[(f"::ffff:{host_ip}", port)] == PRIVATE
         assert why[(host_ip, port)] == PRIVATE
         assert why[(peer_name, 8080)] == PRIVATE
+        assert why[("no-such-host.invalid", 80)] == UNRESOLVED
         # The operator names the index as private: now it is reached (and no other).
         allowed = gateway.policy(list(targets), private=[index.url])
         job = new_job_id()
