@@ -199,13 +199,20 @@ def remove_container(client: docker.DockerClient, container_id: str) -> bool:
         raise
 
 
+NON_ROOT_SETUP = (
+    "setup as the image's setup user: under a non-root worker setup runs as the worker's uid, "
+    "which cannot install into the image's /opt/venv (the setup user's); install into the "
+    "workspace, or run the worker as root"
+)
+
+
 class DockerBackend(SandboxBackend):
     """Starts job sandboxes as Docker containers (optionally under another runtime: runsc).
     With `images`, a container starts only from an image that check lets through (the
     worker's: the operator's list and onloop's own snapshots of those)."""
 
     name = "docker"
-    limitations = ()
+    limitations: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -218,6 +225,9 @@ class DockerBackend(SandboxBackend):
         self.runtime = runtime or None
         self.host = socket.gethostname()
         self.images = images
+        if os.geteuid() != 0:  # commands run as the worker's own uid (docker_spec.exec_ids)
+            self.limitations = (NON_ROOT_SETUP,)
+            self.warn_limitations()
 
     def labels(self, job_id: int) -> dict[str, str]:
         """The labels every job container carries."""
