@@ -12,13 +12,17 @@ import time
 from pathlib import Path
 
 import click
+from dotenv import dotenv_values
 
 from app.core.logs import configure_logging
-from app.core.settings import load_settings
+from app.core.settings import Settings, load_settings
 from app.store import migrate
 
 VAR = Path("var")
 DEV_SECRETS = VAR / "dev-secrets.env"
+ENV_FILE = Path(".env")  # the file Settings reads (app.core.settings)
+ANY_ADDRESS = ("", "0.0.0.0", "::")  # noqa: S104 (names them, binds nothing)
+GENERATED = ("ONLOOP_WEBHOOK_SECRET", "ONLOOP_SECRET_KEY")
 
 
 def _free_port() -> int:
@@ -27,20 +31,84 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def dev_secrets() -> dict[str, str]:
-    """Webhook secret and secret key for local use, kept across restarts in var/."""
+def stored_dev_secrets() -> dict[str, str]:
+    """The secrets dev generated earlier (var/dev-secrets.env), without making any."""
+    if not DEV_SECRETS.exists():
+        return {}
+    values = dotenv_values(DEV_SECRETS)
+    return {k: v for k, v in values.items() if k in GENERATED and v}
+
+
+def person_set(name: str, env_file: Path = ENV_FILE) -> bool:
+    """Whether the person set `name`, in the environment or in .env: then it is theirs."""
+    if os.environ.get(name):
+        return True
+    return env_file.exists() and bool(dotenv_values(env_file).get(name))
+
+
+def dev_secrets(env_file: Path = ENV_FILE) -> dict[str, str]:
+    """Webhook secret and secret key for local use, only where the person set none, kept
+    across restarts in var/; the person's own values (environment or .env) always win."""
     VAR.mkdir(exist_ok=True)
-    values: dict[str, str] = {}
-    if DEV_SECRETS.exists():
-        for line in DEV_SECRETS.read_text().splitlines():
-            if "=" in line:
-                key, value = line.split("=", 1)
-                values[key] = value
-    for key in ("ONLOOP_WEBHOOK_SECRET", "ONLOOP_SECRET_KEY"):
-        values.setdefault(key, secrets.token_hex(32))
-    DEV_SECRETS.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
-    DEV_SECRETS.chmod(0o600)
-    return values
+    stored = stored_dev_secrets()
+    wanted = {
+        key: stored.get(key) or secrets.token_hex(32)
+        for key in GENERATED
+        if not person_set(key, env_file)
+    }
+    if stored | wanted != stored:
+        DEV_SECRETS.write_text("".join(f"{k}={v}\n" for k, v in (stored | wanted).items()))
+        DEV_SECRETS.chmod(0o600)
+    return wanted
+
+
+def _reachable(bind: str) -> tuple[str, int]:
+    """The host and port to reach a server bound to `bind` (an any-address means loopback)."""
+    host, _, port = bind.rpartition(":")
+    host = host.strip("[]")
+    if host in ANY_ADDRESS:
+        host = "::1" if host == "::" else "127.0.0.1"
+    return host, int(port)
+
+
+def dev_public_url(bind: str) -> str | None:
+    """ONLOOP_PUBLIC_URL for dev when the person set none: the address dev binds, so the
+    printed address, /setup and GitHub's callback all use one host (its cookie is per host)."""
+    if person_set("ONLOOP_PUBLIC_URL"):
+        return None
+    host, port = _reachable(bind)
+    return f"http://{'[' + host + ']' if ':' in host else host}:{port}"
+
+
+def check_port(bind: str) -> None:
+    """Exit at once, before anything starts, when the address to bind is taken."""
+    host, _, port = bind.rpartition(":")
+    family = socket.AF_INET6 if host.startswith("[") else socket.AF_INET
+    with socket.socket(family) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host.strip("[]") or "127.0.0.1", int(port)))
+        except (OSError, ValueError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise click.ClickException(
+                f"cannot listen on {bind} ({why}): is another onloop running?"
+                " Choose another address with --bind HOST:PORT"
+            ) from None
+
+
+def wait_for_web(web: subprocess.Popen[bytes], bind: str, timeout: float = 30.0) -> bool:
+    """True once the web answers on `bind`; False when it exited first (e.g. port taken)."""
+    host, port = _reachable(bind)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if web.poll() is not None:
+            return False
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return True
+        except OSError:
+            time.sleep(0.1)
+    return web.poll() is None
 
 
 def start_redis() -> tuple[subprocess.Popen[bytes], str]:
@@ -67,17 +135,51 @@ def start_redis() -> tuple[subprocess.Popen[bytes], str]:
 
 
 def run_dev(bind: str) -> None:
-    env = {k: v for k, v in dev_secrets().items() if not os.environ.get(k)}
-    os.environ.update(env)
+    check_port(bind)
+    generated = dev_secrets()
+    os.environ.update(generated)
+    public_url = dev_public_url(bind)
+    if public_url is not None:
+        os.environ["ONLOOP_PUBLIC_URL"] = public_url
     redis_proc = None
-    if not os.environ.get("ONLOOP_REDIS_URL"):
-        redis_proc, os.environ["ONLOOP_REDIS_URL"] = start_redis()
-    os.environ.setdefault("ONLOOP_LOG_JSON", "false")
-    settings = load_settings()
-    migrate.upgrade(settings.database_url)
+    web: subprocess.Popen[bytes] | None = None
+    try:
+        if not os.environ.get("ONLOOP_REDIS_URL"):
+            redis_proc, os.environ["ONLOOP_REDIS_URL"] = start_redis()
+        os.environ.setdefault("ONLOOP_LOG_JSON", "false")
+        settings = load_settings()
+        migrate.upgrade(settings.database_url)
+        click.echo(
+            f"onloop dev: web on {settings.public_url} (listening on {bind}),"
+            f" database {settings.database_url}"
+        )
+        if generated:
+            click.echo(
+                f"onloop dev: generated {', '.join(sorted(generated))} (kept in {DEV_SECRETS});"
+                " set them in .env or the environment to use your own"
+            )
+        _say_missing(settings)
+        web = subprocess.Popen([sys.executable, "-m", "app.cli.devweb", bind])
+        if not wait_for_web(web, bind):
+            raise click.ClickException(
+                f"the web server did not start on {bind}; choose another address with --bind"
+            )
+        # loaded by this command only: the worker and Celery, `onloop --help` stays fast
+        from tasks.worker import run_worker
+
+        configure_logging(settings.log_level, settings.log_json)
+        run_worker(settings, concurrency=2, beat=True)
+    finally:
+        if web is not None and web.poll() is None:
+            web.terminate()
+            web.wait(timeout=10)
+        if redis_proc is not None:
+            redis_proc.terminate()
+            redis_proc.wait(timeout=10)
+
+
+def _say_missing(settings: Settings) -> None:
     missing = settings.missing()
-    click.echo(f"onloop dev: web on http://{bind}, database {settings.database_url}")
-    click.echo(f"onloop dev: webhook secret and secret key in {DEV_SECRETS}")
     if missing:
         click.echo(
             "onloop dev: GitHub is not configured (" + ", ".join(missing) + "); "
@@ -88,15 +190,3 @@ def run_dev(bind: str) -> None:
                 else ""
             )
         )
-    web = subprocess.Popen([sys.executable, "-m", "app.cli.devweb", bind])
-    try:
-        # loaded by this command only: the worker and Celery, `onloop --help` stays fast
-        from tasks.worker import run_worker
-
-        configure_logging(settings.log_level, settings.log_json)
-        run_worker(settings, concurrency=2, beat=True)
-    finally:
-        web.terminate()
-        web.wait(timeout=10)
-        if redis_proc is not None:
-            redis_proc.terminate()

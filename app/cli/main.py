@@ -15,13 +15,13 @@ from pydantic import ValidationError
 
 from app.cli import admin, sandbox, setup
 from app.cli.common import check_migrated, check_org_file, parse_since, settings_or_exit
-from app.cli.dev import run_dev
+from app.cli.dev import DEV_SECRETS, run_dev, stored_dev_secrets
 from app.cli.doctor import explain_failure, run_doctor
 from app.core.logs import configure_logging
 from app.core.settings import REQUIRED_FOR_SERVICE, Settings, load_settings
 from app.github.clients import GitHubApp
 from app.github.transport import fail_fast
-from app.intake.events import sign
+from app.intake.events import OUTCOME_HEADER, sign
 from app.intake.freshness import refreshed
 from app.store import migrate
 from app.store.db import Database
@@ -88,10 +88,19 @@ def replay(file: Path, event_name: str, url: str | None, delivery: str | None, f
 
     A comment or label older than ONLOOP_MAX_EVENT_AGE (default an hour) starts no work: the
     server answers 204 and records it as stale. Use --fresh to replay one as if just made."""
-    settings = settings_or_exit(("webhook_secret",))
-    assert settings.webhook_secret is not None
+    settings = settings_or_exit()
+    secret = settings.webhook_secret.get_secret_value() if settings.webhook_secret else None
+    secret = secret or stored_dev_secrets().get("ONLOOP_WEBHOOK_SECRET")  # as `onloop dev` does
+    if not secret:
+        raise click.ClickException(
+            "no webhook secret: set ONLOOP_WEBHOOK_SECRET (or run `onloop dev` once, which"
+            f" generates one in {DEV_SECRETS})"
+        )
     body = file.read_bytes()
-    data = json.loads(body)  # fail here, not on the server, when the file is not JSON
+    try:
+        data = json.loads(body)  # fail here, not on the server, when the file is not JSON
+    except ValueError as exc:
+        raise click.ClickException(f"{file} is not JSON: {exc}") from None
     if fresh and isinstance(data, dict):
         body = json.dumps(refreshed(data, event_name, datetime.now(UTC))).encode()
     target = url or settings.public_url.rstrip("/") + "/webhooks/github"
@@ -99,11 +108,19 @@ def replay(file: Path, event_name: str, url: str | None, delivery: str | None, f
         "Content-Type": "application/json",
         "X-GitHub-Event": event_name,
         "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
-        "X-Hub-Signature-256": sign(body, settings.webhook_secret.get_secret_value()),
+        "X-Hub-Signature-256": sign(body, secret),
         "User-Agent": "onloop-replay",
     }
-    response = requests.post(target, data=body, headers=headers, timeout=30)
-    click.echo(f"{response.status_code} {response.text.strip()}")
+    try:
+        response = requests.post(target, data=body, headers=headers, timeout=30)
+    except requests.RequestException as exc:
+        reason = "connection refused" if isinstance(exc, requests.ConnectionError) else str(exc)
+        raise click.ClickException(
+            f"could not deliver to {target}: {reason}. Is onloop running (`onloop dev`)?"
+            " Use --url for another address."
+        ) from None
+    why = response.headers.get(OUTCOME_HEADER)
+    click.echo(f"{response.status_code} {response.text.strip() or why or ''}".rstrip())
     sys.exit(0 if response.status_code < 400 else 1)
 
 

@@ -36,6 +36,10 @@ def verify_signature(body: bytes, header: str | None, secret: str) -> None:
         raise BadRequest(401, "signature does not match")
 
 
+# onloop's answer to an ignored delivery carries why in this header: a 204 has no body.
+OUTCOME_HEADER = "X-Onloop-Outcome"
+
+
 def sign(body: bytes, secret: str) -> str:
     """The X-Hub-Signature-256 value GitHub would send for `body`."""
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()

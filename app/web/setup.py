@@ -197,8 +197,12 @@ def callback() -> Response:
     data = signer.verify(request.args.get("state", "")) if signer else None
     if data is None or data.get("p") != PURPOSE:
         return _page(400, "Setup link expired or invalid", "<p>Nothing was written.</p>" + again)
-    if not secrets.compare_digest(str(data.get("n", "")), request.cookies.get(COOKIE, "")):
-        return _page(400, "Setup started in another browser", "<p>Nothing was written.</p>")
+    # The cookie is per host: a setup started on 127.0.0.1 comes back to localhost without it.
+    # The signed state still proves that who holds this console's setup code started it, so
+    # setup finishes (GitHub has created the App by now) and the page says so.
+    other_browser = not secrets.compare_digest(
+        str(data.get("n", "")), request.cookies.get(COOKIE, "")
+    )
     code = request.args.get("code", "")
     if not code:
         return _page(400, "GitHub sent no code", "<p>Nothing was written.</p>" + again)
@@ -218,6 +222,14 @@ def callback() -> Response:
         state.code = ""  # spent: the setup code completes one setup
         state.done.set()
     state.log.info("github app registered", app_id=app.id, slug=app.slug, written=written)
+    warning = ""
+    if other_browser:
+        state.log.warning("setup finished without its browser cookie", host=request.host)
+        warning = (
+            "<p><b>Note:</b> this browser (or this host name) is not the one that opened"
+            f" /setup; the signed setup link was valid, so setup finished. Open onloop at"
+            f" <code>{escape(state.settings.public_url)}</code> (ONLOOP_PUBLIC_URL) next time.</p>"
+        )
     install = f"{app.html_url.rstrip('/')}/installations/new" if app.html_url else ""
     missing = ""
     if not app.webhook_secret:
@@ -230,7 +242,7 @@ def callback() -> Response:
         "onloop's GitHub App is ready",
         f"<p>Created <b>{escape(app.slug)}</b> (App id {app.id}). Written to"
         f" <code>{escape(str(state.options.env_file))}</code>: {escape(', '.join(written))}."
-        f" The private key is in <code>{escape(state.written_key)}</code>.</p>{missing}"
+        f" The private key is in <code>{escape(state.written_key)}</code>.</p>{missing}{warning}"
         "<p>Next: restart onloop, then "
         + (f"<a href='{escape(install, quote=True)}'>install the App</a>" if install else "install")
         + " on your repositories.</p>",

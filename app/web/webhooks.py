@@ -7,7 +7,7 @@ import structlog
 from flask import Blueprint, Response, current_app, jsonify, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from app.intake.events import BadRequest, Event
+from app.intake.events import OUTCOME_HEADER, BadRequest, Event
 from app.intake.record import IntakeResult, record
 from app.store.db import Database
 from app.web.state import Onloop, onloop
@@ -47,7 +47,11 @@ def _record(state: Onloop, event: Event) -> IntakeResult | None:
 
 
 def _answer(status: int, **body: object) -> Response:
-    response = jsonify(body) if status != 204 else Response(status=204)
+    if status == 204:
+        response = Response(status=204, headers={OUTCOME_HEADER: str(body.get("outcome", ""))})
+        del response.headers["Content-Type"]  # no body, so no type (Flask's default is HTML)
+        return response
+    response = jsonify(body)
     response.status_code = status
     return response
 
@@ -100,7 +104,7 @@ def github() -> Response:
             jobs=result.job_ids,
         )
     if result.status == 204:
-        return _answer(204)
+        return _answer(204, outcome=result.outcome)
     return _answer(
         result.status,
         outcome=result.outcome,

@@ -193,19 +193,31 @@ def test_overwrite_when_asked_replaces_each_value_once(
     assert (tmp_path / "onloop-onloop.private-key.pem").read_text().startswith("-----BEGIN")
 
 
-def test_callback_refuses_a_forged_state_or_another_browser(
-    github_double: GitHubDouble, tmp_path: Path
-) -> None:
+def test_callback_refuses_a_forged_state(github_double: GitHubDouble, tmp_path: Path) -> None:
     env_file = tmp_path / ".env"
     app = setup_app(fresh_settings(github_double, tmp_path), env_file)
-    victim = app.test_client()
-    location = submit(*form(app.test_client().get(PUBLIC + setup_path(app)).get_data(as_text=True)))
-    assert victim.get(location).status_code == 400  # started in the attacker's browser
+    browser = app.test_client()
+    location = submit(*form(browser.get(PUBLIC + setup_path(app)).get_data(as_text=True)))
     code = location.split("code=")[1].split("&")[0]
-    assert victim.get(f"{PUBLIC}/setup/callback?code={code}&state=forged").status_code == 400
-    assert victim.get(f"{PUBLIC}/setup/callback?code={code}").status_code == 400
+    assert browser.get(f"{PUBLIC}/setup/callback?code={code}&state=forged").status_code == 400
+    assert browser.get(f"{PUBLIC}/setup/callback?code={code}").status_code == 400
     assert not env_file.exists()
     assert not github_double.calls("POST", "/app-manifests/")
+
+
+def test_a_callback_without_the_cookie_but_a_valid_state_finishes_and_warns(
+    github_double: GitHubDouble, tmp_path: Path
+) -> None:
+    """GitHub has created the App by then: leaving it orphaned helps nobody. The signed state
+    shows that whoever holds the console's setup code started it (e.g. on another host name,
+    whose cookie the browser keeps apart)."""
+    env_file = tmp_path / ".env"
+    app = setup_app(fresh_settings(github_double, tmp_path), env_file)
+    location = submit(*form(app.test_client().get(PUBLIC + setup_path(app)).get_data(as_text=True)))
+    done = app.test_client().get(location)  # another cookie jar
+    assert done.status_code == 200, done.get_data(as_text=True)
+    assert "not the one that opened" in done.get_data(as_text=True)
+    assert dotenv_values(env_file).get("ONLOOP_APP_ID")
 
 
 def test_a_code_github_does_not_know_writes_nothing(
