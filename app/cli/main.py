@@ -28,7 +28,22 @@ from app.store.db import Database
 from tasks.queue.redeliver import redeliver_missed
 
 
-@click.group()
+class FullHelpGroup(click.Group):
+    """A group whose command list gives each command's whole first sentence, not 45 columns."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit=1000)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+@click.group(cls=FullHelpGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="onloop", prog_name="onloop")
 def main() -> None:
     """onloop: background coding agents for a GitHub organisation."""
     # Every command logs through the one pipeline (token redaction, the INFO floor for

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from alembic import command
@@ -10,6 +11,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine
 
+from app.core.logs import get_logger
 from app.store.db import make_engine
 
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -25,7 +27,14 @@ def alembic_config(url: str) -> Config:
 def upgrade(url: str, revision: str = "head") -> None:
     """Bring the database at `url` to `revision`."""
     make_engine(url).dispose()  # creates the SQLite directory when needed
+    # Alembic says "Context impl …" and "Will assume …" at INFO on every start: only its
+    # warnings and the migrations it runs (logged below, in onloop's format) are news.
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    before = current(url)
     command.upgrade(alembic_config(url), revision)
+    after = current(url)
+    if after != before:
+        get_logger("onloop.db").info("database migrated", before=before, after=after)
 
 
 def current(url: str) -> str | None:

@@ -32,4 +32,5 @@ def readyz() -> Response:
 @bp.get("/metrics")
 def metrics() -> Response:
     registry = onloop(current_app).metrics.registry
-    return Response(generate_latest(registry), mimetype=CONTENT_TYPE_LATEST)
+    # content_type, not mimetype: CONTENT_TYPE_LATEST has its charset already
+    return Response(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
