@@ -8,9 +8,10 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import click
-from pydantic import SecretStr, ValidationError
+from pydantic import ValidationError
 
 from app.cli.common import settings_or_exit
+from app.cli.dev import check_port
 from app.core.logs import configure_logging
 from app.core.settings import Settings, load_settings
 from app.github import manifest
@@ -58,16 +59,21 @@ def setup(
         sys.exit(1)
     if org is not None and not manifest.LOGIN.match(org):
         raise click.BadParameter("not a GitHub organisation name", param_hint="--org")
-    if settings.secret_key is None:
-        key = secrets.token_urlsafe(48)
-        manifest.update_env(env_file, {"ONLOOP_SECRET_KEY": key})
-        settings = settings.model_copy(update={"secret_key": SecretStr(key)})
-        click.echo(f"generated ONLOOP_SECRET_KEY into {env_file}")
     public = settings.public_url.rstrip("/")
+    problem = public_url_problem(public)
+    if problem:
+        click.echo(f"onloop: ONLOOP_PUBLIC_URL {settings.public_url!r} {problem}", err=True)
+        sys.exit(2)
     host, port = _bind(bind, public)
+    check_port(f"{host}:{port}")  # werkzeug would exit with its own message otherwise
     options = SetupOptions(env_file=env_file, key_file=key_file, overwrite=force)
     app = create_setup_app(settings, options)
     server = make_server(host, port, app)
+    # Written before the browser goes to GitHub: the signed state needs the key, and the
+    # App GitHub makes points at this URL, so both are this instance's from now on.
+    wrote = _write_prerequisites(settings, env_file, public)
+    settings = load_settings(_env_file=str(env_file)) if wrote else settings
+    setup_state(app).settings = settings
     server.timeout = 0.5
     state = setup_state(app)
     click.echo(
@@ -79,7 +85,8 @@ def setup(
         while not state.done.is_set():
             server.handle_request()
     except KeyboardInterrupt:
-        click.echo("stopped; nothing was written", err=True)
+        kept = f"; kept {', '.join(wrote)} in {env_file} for the next run" if wrote else ""
+        click.echo(f"stopped before GitHub sent the App back: no App was written{kept}", err=True)
         sys.exit(130)
     finally:
         server.server_close()
@@ -98,6 +105,35 @@ def _settings_from(env_file: Path) -> Settings:
         names = sorted({f"ONLOOP_{str(e['loc'][0]).upper()}" for e in exc.errors() if e["loc"]})
         click.echo(f"onloop: invalid settings: {', '.join(names)}", err=True)
         sys.exit(2)
+
+
+def public_url_problem(url: str) -> str | None:
+    """Why `url` cannot be onloop's public URL (GitHub builds the App's addresses on it)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        return "must start with https:// (or http:// for a local try-out)"
+    if not parts.hostname:
+        return "has no host name"
+    if parts.query or parts.fragment or parts.username or parts.password:
+        return "must have no query, fragment or credentials"
+    try:
+        parts.port  # noqa: B018 - raises on a port that is not a number in range
+    except ValueError:
+        return "has a port that is not a number from 1 to 65535"
+    return None
+
+
+def _write_prerequisites(settings: Settings, env_file: Path, public: str) -> list[str]:
+    """ONLOOP_SECRET_KEY (generated) and ONLOOP_PUBLIC_URL into .env where it has none."""
+    values: dict[str, str] = {}
+    if settings.secret_key is None:
+        values["ONLOOP_SECRET_KEY"] = secrets.token_urlsafe(48)
+    if not manifest.existing(env_file, ("ONLOOP_PUBLIC_URL",)):
+        values["ONLOOP_PUBLIC_URL"] = public
+    if values:
+        manifest.update_env(env_file, values)
+        click.echo(f"wrote {', '.join(values)} into {env_file}")
+    return list(values)
 
 
 def _bind(bind: str | None, public: str) -> tuple[str, int]:

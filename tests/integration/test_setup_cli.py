@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -91,6 +92,7 @@ def test_onloop_setup_serves_the_flow_then_exits(
     values = dotenv_values(env_file)
     assert values["ONLOOP_APP_ID"] == str(made.app.id)
     assert len(values["ONLOOP_SECRET_KEY"] or "") >= 40  # generated for the signed state
+    assert values["ONLOOP_PUBLIC_URL"] == public  # the App's addresses were built on it
     assert f"Open {url} in your browser" in out
     assert "ONLOOP_CLIENT_SECRET" in out and str(values["ONLOOP_PRIVATE_KEY_PATH"]) in out
     for secret in (made.app.client_secret, made.app.webhook_secret, values["ONLOOP_SECRET_KEY"]):
@@ -114,3 +116,66 @@ def test_onloop_setup_refuses_when_an_app_is_configured(
     assert "already configured: ONLOOP_APP_ID, ONLOOP_CLIENT_SECRET" in done.stderr
     assert "--force" in done.stderr and "hush-value" not in done.stderr + done.stdout
     assert env_file.read_text() == "ONLOOP_APP_ID=77\nONLOOP_CLIENT_SECRET=hush-value\n"
+
+
+def _setup(double: GitHubDouble, tmp_path: Path, public: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", "setup", "--env-file", str(tmp_path / ".env")],
+        cwd=tmp_path,
+        env=_cli_env(double, public),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    "public", ["localhost:8000", "ftp://example.com", "https://", "https://h.example?x=1"]
+)
+def test_onloop_setup_refuses_a_public_url_github_could_not_use(
+    github_double: GitHubDouble, tmp_path: Path, public: str
+) -> None:
+    done = _setup(github_double, tmp_path, public)
+    assert done.returncode == 2, done.stderr
+    assert "ONLOOP_PUBLIC_URL" in done.stderr and public in done.stderr
+    assert not (tmp_path / ".env").exists()
+
+
+def test_onloop_setup_with_its_port_taken_names_bind_and_writes_nothing(
+    github_double: GitHubDouble, tmp_path: Path
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = _setup(github_double, tmp_path, f"http://127.0.0.1:{port}")
+    assert done.returncode == 1
+    assert "--bind" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert not (tmp_path / ".env").exists()
+
+
+def test_onloop_setup_stopped_says_what_it_kept(
+    github_double: GitHubDouble, tmp_path: Path
+) -> None:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "setup", "--env-file", str(tmp_path / ".env")],
+        cwd=tmp_path,
+        env=_cli_env(github_double, f"http://127.0.0.1:{port}"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        _wait_for_port(port, proc)
+        _read_until(proc, "Open ")
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, out
+    assert "nothing was written" not in out and "Traceback" not in out
+    assert "kept ONLOOP_SECRET_KEY, ONLOOP_PUBLIC_URL" in out, out
+    assert set(dotenv_values(tmp_path / ".env")) == {"ONLOOP_SECRET_KEY", "ONLOOP_PUBLIC_URL"}
