@@ -148,6 +148,7 @@ def run_dev(bind: str) -> None:
             redis_proc, os.environ["ONLOOP_REDIS_URL"] = start_redis()
         os.environ.setdefault("ONLOOP_LOG_JSON", "false")
         settings = load_settings()
+        configure_logging(settings.log_level, settings.log_json)  # one format from here on
         migrate.upgrade(settings.database_url)
         click.echo(
             f"onloop dev: web on {settings.public_url} (listening on {bind}),"
@@ -167,7 +168,6 @@ def run_dev(bind: str) -> None:
         # loaded by this command only: the worker and Celery, `onloop --help` stays fast
         from tasks.worker import run_worker
 
-        configure_logging(settings.log_level, settings.log_json)
         run_worker(settings, concurrency=2, beat=True)
     finally:
         if web is not None and web.poll() is None:

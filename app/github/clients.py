@@ -73,9 +73,20 @@ class UserToken(_Token):
     login: str | None = field(default=None, kw_only=True)  # whose token: audit, write lock
 
 
+class AppNotConfigured(ValueError):
+    """No GitHub App is configured (the documented `onloop dev` state): nothing can reach
+    GitHub as the App, and the fix is the operator's, not the job's."""
+
+    MESSAGE = "GitHub App not configured: run `onloop setup`"
+
+    def __init__(self, missing: str) -> None:
+        super().__init__(f"{self.MESSAGE} ({missing} is not set)")
+        self.missing = missing
+
+
 def _settings_value(value: Any, name: str) -> Any:
     if value in (None, ""):
-        raise ValueError(f"ONLOOP_{name.upper()} is not set")
+        raise AppNotConfigured(f"ONLOOP_{name.upper()}")
     return value
 
 
@@ -122,6 +133,11 @@ class GitHubApp:
 
     def __init__(self, settings: Settings, serializer: WriteSerializer, meter: Telemetry) -> None:
         self.settings, self.serializer, self.meter = settings, serializer, meter
+
+    @property
+    def configured(self) -> bool:
+        """Whether there is an App to act as (its id and private key are set)."""
+        return self.settings.app_id is not None and bool(self.settings.private_key_path)
 
     @classmethod
     def for_settings(cls, settings: Settings) -> GitHubApp:

@@ -24,6 +24,7 @@ SANDBOX_EXEC = "sandbox.exec"  # a command in the sandbox and its exit code
 GITHUB_WRITE = "github.write"  # a non-GET REST request: method, path, status
 GIT_PUSH = "git.push"  # a push: ref, old and new sha
 BLAST_RADIUS = "blast_radius"  # the diff check before a push, and its violations
+JOB_FAILED = "job.failed"  # a job that ended failed, and why (its stored error)
 LIMIT_WAIT = "limits.wait"  # a job held back by a concurrency cap or the start bucket
 PAUSE = "pause"
 RESUME = "resume"

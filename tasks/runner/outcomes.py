@@ -7,7 +7,7 @@ from typing import Any
 
 from github.GithubException import RateLimitExceededExceedsMaxWait
 
-from app.github.clients import InstallationUnavailable
+from app.github.clients import AppNotConfigured, InstallationUnavailable
 from app.policy.images import ImageNotAllowed
 from app.store.models import Job, JobState
 from tasks.runner.context import JobFailed, WaitForAuthorization
@@ -47,6 +47,12 @@ def _installation_gone(exc: Exception, job: Job) -> Outcome:
     return JobState.FAILED, {"error": message, "github_status": exc.status}
 
 
+def _not_configured(exc: Exception, job: Job) -> Outcome:
+    """The operator's to fix, said in one line: no traceback, no internal error."""
+    assert isinstance(exc, AppNotConfigured)
+    return JobState.FAILED, {"error": AppNotConfigured.MESSAGE, "missing": exc.missing}
+
+
 def _image_refused(exc: Exception, job: Job) -> Outcome:
     """The repository named an image the operator does not allow: the message says which are."""
     assert isinstance(exc, ImageNotAllowed)
@@ -75,6 +81,7 @@ OUTCOMES: tuple[tuple[type[Exception], Callable[[Exception, Job], Outcome]], ...
     (ImageNotAllowed, _image_refused),
     (DiskLimitExceeded, _disk_full),
     (InstallationUnavailable, _installation_gone),
+    (AppNotConfigured, _not_configured),
     (RateLimitExceededExceedsMaxWait, _rate_limited),
 )
 

@@ -196,7 +196,8 @@ class JobRunner:
                 once=self.once,
             )
             ctx.head_sha = job.head_sha
-            ctx.listeners = self.listeners(ctx)
+            # Without an App nothing can reach GitHub: no status comment or check run to try.
+            ctx.listeners = self.listeners(ctx) if self.github.configured else []
             state, result = self._run_in_time(ctx)
             if state == JobState.CANCELLED:
                 ctx.tell("finished", JobState.CANCELLED, {})
@@ -215,7 +216,14 @@ class JobRunner:
         if state == JobState.WAITING_FOR_AUTHORIZATION and resume_if_authorized(db, job_id):
             log.info("job.requeued", detail="the person authorised meanwhile")
         self._measure(job, state)
-        log.info("job.finished", state=state)
+        if state == JobState.FAILED:
+            error = str(result.get("error", ""))
+            audit.record(
+                db, audit.JOB_FAILED, repo=job.repo, job_id=job_id, detail={"error": error}
+            )
+            log.warning("job.finished", state=state, error=error)
+        else:
+            log.info("job.finished", state=state)
         return state
 
     def context(self, job: Job) -> JobContext:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -17,12 +18,15 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 from dotenv import dotenv_values
+from sqlalchemy import select
 
 from app.intake.events import sign
+from app.store.db import Database
+from app.store.models import AuditEntry, Job, JobState
 from tests.doubles.github.double import GitHubDouble
 from tests.doubles.manifest_flow import form, submit
 from tests.doubles.redis_server import free_port
-from tests.doubles.webhooks import FIXTURES
+from tests.doubles.webhooks import FIXTURES, load_fixture
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -228,3 +232,32 @@ def test_setup_under_dev_keeps_one_host_so_its_cookie_comes_back(
     assert done.status_code == 200 and "is ready" in done.text, done.text
     assert "not the one that opened" not in done.text
     assert dotenv_values(tmp_path / ".env").get("ONLOOP_APP_ID")
+
+
+def test_a_job_without_an_app_ends_with_one_clear_line(tmp_path: Path, running: list[Dev]) -> None:
+    """The documented dev state: no App. A labelled issue's job fails saying what to do, once,
+    with no traceback; the stored result and the audit log say the same."""
+    payload = load_fixture("issues.labeled")
+    payload["label"]["name"] = "agent:fix"
+    payload["installation"] = {"id": 42, "node_id": "MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9uNDI="}
+    delivery = tmp_path / "label.json"
+    delivery.write_text(json.dumps(payload))
+    dev = start_dev(tmp_path, free_port())
+    running.append(dev)
+    dev.wait_ready()
+    url = dev.url + "/webhooks/github"
+    sent = replay(tmp_path, str(delivery), "--event", "issues", "--fresh", "--url", url)
+    assert sent.stdout.startswith("202"), sent.stdout + sent.stderr
+    dev.wait_for(r"job\.finished[^\n]*state=failed")
+    line = "GitHub App not configured: run `onloop setup`"
+    assert dev.output.count(line) == 1, dev.output
+    assert "Traceback" not in dev.output
+    db = Database(f"sqlite:///{tmp_path / 'var' / 'onloop.db'}")
+    try:
+        with db.read() as s:
+            (job,) = s.scalars(select(Job)).all()
+            failures = s.scalars(select(AuditEntry).where(AuditEntry.action == "job.failed")).all()
+        assert job.state == JobState.FAILED and job.result["error"] == line
+        assert [entry.detail for entry in failures] == [{"error": line}]
+    finally:
+        db.dispose()
