@@ -19,6 +19,7 @@ from app.github.clients import GitHubApp
 from app.github.transport import WriteSerializer
 from app.policy.org_config import OrgConfigLoader
 from app.store.db import Database
+from app.store.deployment import deployment_id
 from tasks.blueprints.fix_ci import run_fix_ci
 from tasks.blueprints.fix_issue import run_fix_issue
 from tasks.blueprints.rebase import run_rebase
@@ -94,7 +95,7 @@ class Worker:
         Docker backend that is the reaper's first sweep, at start-up."""
         with self._workplace_lock:
             if self._workplace is None:
-                self._workplace = make_workplace(self.settings)
+                self._workplace = make_workplace(self.settings, deployment_id(self.db))
             return self._workplace
 
     def celery(self) -> Celery:

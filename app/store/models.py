@@ -1,4 +1,5 @@
-"""The tables: deliveries, triggers, installations, jobs, outbox, repo configs, users, audit."""
+"""The tables: deliveries, triggers, installations, jobs, outbox, repo configs, users, audit,
+and the deployment's own id."""
 
 from __future__ import annotations
 
@@ -193,3 +194,13 @@ class AuditEntry(Base):
     detail: Mapped[dict[str, Any]] = mapped_column(default=dict)
     token_kind: Mapped[str | None] = mapped_column(String(20))
     identity: Mapped[str | None] = mapped_column(String(100))
+
+
+class Deployment(Base):
+    """This deployment's one stable id (one row): its sandboxes carry it as a label, so the
+    reaper of one onloop never touches another's on a shared Docker daemon."""
+
+    __tablename__ = "deployment"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -26,6 +26,7 @@ from tasks.sandbox.base import (
     chown_tree,
 )
 from tasks.sandbox.docker_spec import (
+    DEPLOYMENT_LABEL,
     HOST_LABEL,
     INIT_UID,
     JOB_LABEL,
@@ -37,6 +38,7 @@ from tasks.sandbox.docker_spec import (
 
 log = logging.getLogger(__name__)
 __all__ = [  # the container's spec lives in tasks.sandbox.docker_spec; callers import it here
+    "DEPLOYMENT_LABEL",
     "HOST_LABEL",
     "INIT_UID",
     "JOB_LABEL",
@@ -220,8 +222,10 @@ class DockerBackend(SandboxBackend):
         *,
         runtime: str | None = None,
         images: ImageCheck | None = None,
+        deployment: str = "",
     ) -> None:
         self.client = client or docker.from_env(timeout=120)
+        self.deployment = deployment  # labelled on everything it makes (reaper.py)
         self.runtime = runtime or None
         self.host = socket.gethostname()
         self.images = images
@@ -231,7 +235,13 @@ class DockerBackend(SandboxBackend):
 
     def labels(self, job_id: int) -> dict[str, str]:
         """The labels every job container carries."""
-        return {JOB_LABEL: str(job_id), HOST_LABEL: self.host}
+        return {JOB_LABEL: str(job_id), **self.owner_labels()}
+
+    def owner_labels(self) -> dict[str, str]:
+        """Who made a container: this host, and this deployment when it has an id."""
+        return {HOST_LABEL: self.host} | (
+            {DEPLOYMENT_LABEL: self.deployment} if self.deployment else {}
+        )
 
     def prepare(self, workspace: Path, limits: Limits) -> None:
         """Hand the workspace to the sandbox's user (only needed when the worker is root)."""

@@ -15,6 +15,7 @@ from tasks.sandbox.base import TMP, WORKDIR, Limits
 JOB_LABEL = "onloop.job"
 HOST_LABEL = "onloop.host"
 POOL_LABEL = "onloop.pool"
+DEPLOYMENT_LABEL = "onloop.deployment"  # whose sandbox: the reaper touches only its own
 INIT_UID = 65534  # the container's own idle process; commands run as another uid
 
 

@@ -16,7 +16,6 @@ from docker.models.containers import Container
 from tasks.git.repo_cache import RepoCache
 from tasks.sandbox.base import Limits, SandboxError
 from tasks.sandbox.docker_backend import (
-    HOST_LABEL,
     JOB_LABEL,
     POOL_LABEL,
     DockerBackend,
@@ -119,7 +118,7 @@ class WarmPool:
         tail = f"{pid}-{started}-{secrets.token_hex(3)}"
         workspace = self.root / f"slot-{tail}"
         workspace.mkdir(mode=0o755)
-        labels = {JOB_LABEL: "", POOL_LABEL: self.owner, HOST_LABEL: self.backend.host}
+        labels = {JOB_LABEL: "", POOL_LABEL: self.owner, **self.backend.owner_labels()}
         kwargs = create_kwargs(
             image,
             workspace,

@@ -17,6 +17,7 @@ import docker
 import docker.errors
 
 from tasks.sandbox.docker_backend import (
+    DEPLOYMENT_LABEL,
     HOST_LABEL,
     JOB_LABEL,
     POOL_LABEL,
@@ -81,10 +82,18 @@ def job_from_name(name: str) -> str | None:
     return None
 
 
+def owned(deployment: str) -> dict[str, list[str]]:
+    """Docker's filter for what onloop made, and of one deployment when given: labels in a
+    list must all match (https://docs.docker.com/reference/cli/docker/container/ls/#label)."""
+    labels = [JOB_LABEL] + ([f"{DEPLOYMENT_LABEL}={deployment}"] if deployment else [])
+    return {"label": labels}
+
+
 def reap(
     client: docker.DockerClient,
     is_running: IsRunning,
     *,
+    deployment: str = "",
     min_age: float = 60.0,
     pool_max_age: float = 86400.0,
     now: Clock = time.time,
@@ -94,10 +103,11 @@ def reap(
     `is_running(job_id)` answers from the database (queued or running counts as running).
     Containers younger than `min_age` seconds are left alone, so a job that is starting is
     never raced. Idle pool containers go when the worker process that made them is gone.
+    With `deployment`, only that deployment's: job ids are another database's elsewhere.
     """
     removed: list[str] = []
     at = now()
-    for info in client.api.containers(all=True, filters={"label": JOB_LABEL}):
+    for info in client.api.containers(all=True, filters=owned(deployment)):
         labels: dict[str, str] = info.get("Labels") or {}
         name = (info.get("Names") or ["/?"])[0].lstrip("/")
         age = at - float(info.get("Created", at))
@@ -120,7 +130,8 @@ def reap(
                 log.info("reaper removed %s (job %s, host %s)", name, job, labels.get(HOST_LABEL))
         except docker.errors.APIError:
             log.warning("reaper could not remove %s", name, exc_info=True)
-    return removed + reap_networks(client, is_running, min_age=min_age, now=now)
+    networks = reap_networks(client, is_running, deployment=deployment, min_age=min_age, now=now)
+    return removed + networks
 
 
 def created_at(text: str) -> float:
@@ -140,6 +151,7 @@ def reap_networks(
     client: docker.DockerClient,
     is_running: IsRunning,
     *,
+    deployment: str = "",
     min_age: float = 60.0,
     now: Clock = time.time,
 ) -> list[str]:
@@ -147,7 +159,7 @@ def reap_networks(
     Their proxies are containers with the job's label, removed by `reap` just before."""
     removed: list[str] = []
     at = now()
-    for info in client.api.networks(filters={"label": JOB_LABEL}):
+    for info in client.api.networks(filters=owned(deployment)):
         job = (info.get("Labels") or {}).get(JOB_LABEL, "")
         name = str(info.get("Name", "?"))
         if at - created_at(str(info.get("Created", ""))) < min_age:

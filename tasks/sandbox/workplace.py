@@ -14,6 +14,7 @@ from app.core.settings import Settings
 from app.policy.org_config import OrgConfigLoader
 from app.policy.repo_config import ConfigError
 from app.store.db import Database
+from app.store.deployment import deployment_id
 from app.store.models import Job, JobState
 from tasks.git.repo_cache import RepoCache
 from tasks.sandbox.allowed import ImageGate
@@ -51,10 +52,10 @@ class Workplace:
             self.pool.close()
 
 
-def make_workplace(settings: Settings) -> Workplace:
+def make_workplace(settings: Settings, deployment: str = "") -> Workplace:
     """The backend ONLOOP_SANDBOX_BACKEND names, with its mirrors and workspaces under
     ONLOOP_WORK_DIR; on Docker also dependency snapshots, setup egress and the warm pool
-    (which starts filling now)."""
+    (which starts filling now), all labelled with `deployment`."""
     root = Path(settings.work_dir).resolve()
     (root / "workspaces").mkdir(parents=True, exist_ok=True)
     org = OrgConfigLoader()
@@ -63,6 +64,7 @@ def make_workplace(settings: Settings) -> Workplace:
         runtime=settings.sandbox_runtime,
         rootfs=settings.sandbox_rootfs,
         images=ImageGate(lambda: _images(settings, org)),
+        deployment=deployment,
     )
     place = Workplace(backend, RepoCache(root / "mirrors"), root / "workspaces")
     place.disk_mb = settings.sandbox_disk_limit_mb
@@ -77,6 +79,7 @@ def make_workplace(settings: Settings) -> Workplace:
             cache_dir=root / "download-cache",
             credentials=_credentials(settings),
             upstream_ca=_upstream_ca(settings),
+            deployment=deployment,
         )
         if settings.sandbox_pool_size > 0:
             place.pool = WarmPool(
@@ -141,11 +144,13 @@ def reap_sandboxes(
 
     removed: list[str] = []
     if settings.sandbox_backend == "docker":
+        deployment = deployment_id(db)
         if backend is None:
-            backend = get_backend("docker", runtime=settings.sandbox_runtime)
+            backend = get_backend("docker", runtime=settings.sandbox_runtime, deployment=deployment)
         assert isinstance(backend, DockerBackend)
-        # First: a container may use a workspace.
-        removed = reap(backend.client, is_running, now=now)
+        # First: a container may use a workspace. Only this deployment's: another onloop on
+        # the same Docker daemon has job ids of its own database.
+        removed = reap(backend.client, is_running, deployment=deployment, now=now)
     root = Path(settings.work_dir).resolve() / "workspaces"  # as `make_workplace` names it
     removed += [f"workspaces/{name}" for name in reap_workspaces(root, is_running, now=now)]
     if removed:

@@ -25,7 +25,12 @@ from docker.types import Mount
 
 from app.policy.egress import EgressEntry
 from tasks.sandbox.base import SandboxError
-from tasks.sandbox.docker_backend import HOST_LABEL, JOB_LABEL, remove_container
+from tasks.sandbox.docker_backend import (
+    DEPLOYMENT_LABEL,
+    HOST_LABEL,
+    JOB_LABEL,
+    remove_container,
+)
 from tasks.sandbox.egress.policy import (
     CACHE_MOUNT,
     TRUST_MOUNT,
@@ -106,8 +111,10 @@ class EgressGateway:
         credentials: Mapping[str, str] | None = None,
         upstream_ca: bytes = b"",
         ready_timeout: float = 30.0,
+        deployment: str = "",
     ) -> None:
         self.client = client
+        self.deployment = deployment
         self.state_dir = state_dir
         self.proxy_image = proxy_image
         self.cache_dir = cache_dir
@@ -174,6 +181,8 @@ class EgressGateway:
         """A job network and its proxy for one setup; both removed afterwards, always.
         `uid:gid` is who runs setup (it gets the download cache)."""
         labels = {JOB_LABEL: str(job_id), HOST_LABEL: self.host}
+        if self.deployment:
+            labels[DEPLOYMENT_LABEL] = self.deployment
         suffix = f"{job_id}--{secrets.token_hex(3)}"
         egress = self.egress_network()
         conf = Path(self.state_dir) / f"proxy-{suffix}"
