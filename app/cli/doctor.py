@@ -7,6 +7,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import click
 import redis
@@ -15,6 +16,7 @@ from github import GithubException
 from pydantic import ValidationError
 
 import app.github.clients as gh
+from app.core.publicurl import oauth_callback_url, public_url_problem, webhook_url
 from app.core.settings import Settings
 from app.github.transport import fail_fast
 from app.policy.org_config import load_org_config
@@ -23,6 +25,8 @@ from app.store import migrate
 from tasks.agent.factory import config_problems
 from tasks.sandbox.egress.policy import load_credentials
 from tasks.sandbox.egress.tls import check_ca_bundle
+
+LOOPBACK = ("localhost", "127.0.0.1", "::1")
 
 
 @dataclass
@@ -52,6 +56,9 @@ def _webhook_secret(s: Settings) -> Check:
 
 
 def _database(s: Settings) -> Check:
+    missing = migrate.missing_sqlite_file(s.database_url)
+    if missing is not None:
+        return Check("database", False, f"no database at {missing}", "run `onloop db upgrade`")
     try:
         at, head = migrate.current(s.database_url), migrate.head()
     except Exception as exc:
@@ -60,9 +67,25 @@ def _database(s: Settings) -> Check:
         )
     if at != head:
         return Check(
-            "database", False, f"at revision {at}, code expects {head}", "onloop db upgrade"
+            "database",
+            False,
+            f"at revision {migrate.describe(at)}, code expects {migrate.describe(head)}",
+            "run `onloop db upgrade`",
         )
-    return Check("database", True, f"reachable, at {at}")
+    return Check("database", True, f"reachable, at revision {migrate.describe(at)}")
+
+
+def _public_url(s: Settings) -> Check:
+    problem = public_url_problem(s.public_url)
+    if problem:
+        return Check("public url", False, f"ONLOOP_PUBLIC_URL {s.public_url!r} {problem}", "fix it")
+    detail = (
+        f"{s.public_url}: the App's webhook URL must be {webhook_url(s.public_url)}"
+        f" and its callback URL {oauth_callback_url(s.public_url)}"
+    )
+    if (urlsplit(s.public_url).hostname or "") in LOOPBACK:
+        detail += " (a loopback address: GitHub reaches it only through a tunnel)"
+    return Check("public url", True, detail)
 
 
 def _redis(s: Settings) -> Check:
@@ -181,6 +204,7 @@ def _org_config(s: Settings) -> Check:
 CHECKS: list[Callable[[Settings], Check]] = [
     _settings,
     _webhook_secret,
+    _public_url,
     _database,
     _redis,
     _docker,
@@ -225,7 +249,10 @@ def _reason(exc: requests.RequestException) -> str:
     return text or type(exc).__name__
 
 
-def run_doctor(settings: Settings | ValidationError) -> int:
+def run_doctor(settings: Settings | ValidationError, sources: str = "") -> int:
+    """Print every check (after `sources`: where the values came from); 1 if any failed."""
+    if sources:
+        click.echo(f"ok   sources: {sources}")
     if isinstance(settings, ValidationError):
         for e in settings.errors():
             name = f"ONLOOP_{str(e['loc'][0]).upper()}" if e["loc"] else "settings"

@@ -17,7 +17,9 @@ from app.cli import admin, sandbox, setup
 from app.cli.common import check_migrated, check_org_file, parse_since, settings_or_exit
 from app.cli.dev import DEV_SECRETS, run_dev, stored_dev_secrets
 from app.cli.doctor import explain_failure, run_doctor
+from app.cli.sources import by_source, use_dev_secrets, value_sources
 from app.core.logs import configure_logging
+from app.core.publicurl import webhook_url
 from app.core.settings import REQUIRED_FOR_SERVICE, Settings, load_settings
 from app.github.clients import GitHubApp
 from app.github.transport import fail_fast
@@ -118,7 +120,7 @@ def replay(file: Path, event_name: str, url: str | None, delivery: str | None, f
         raise click.ClickException(f"{file} is not JSON: {exc}") from None
     if fresh and isinstance(data, dict):
         body = json.dumps(refreshed(data, event_name, datetime.now(UTC))).encode()
-    target = url or settings.public_url.rstrip("/") + "/webhooks/github"
+    target = url or webhook_url(settings.public_url)
     headers = {
         "Content-Type": "application/json",
         "X-GitHub-Event": event_name,
@@ -142,7 +144,9 @@ def replay(file: Path, event_name: str, url: str | None, delivery: str | None, f
 @main.command()
 def doctor() -> None:
     """Check configuration, database, Redis, Docker and GitHub credentials."""
-    sys.exit(run_doctor(load_settings_for_doctor()))
+    filled = use_dev_secrets()  # the same sources as `onloop dev`
+    sources = by_source(value_sources(dev_filled=tuple(filled))) or "no ONLOOP_* values set"
+    sys.exit(run_doctor(load_settings_for_doctor(), sources))
 
 
 def load_settings_for_doctor() -> Settings | ValidationError:

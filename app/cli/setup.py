@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from app.cli.common import settings_or_exit
 from app.cli.dev import check_port
 from app.core.logs import configure_logging
+from app.core.publicurl import public_url_problem
 from app.core.settings import Settings, load_settings
 from app.github import manifest
 
@@ -105,22 +106,6 @@ def _settings_from(env_file: Path) -> Settings:
         names = sorted({f"ONLOOP_{str(e['loc'][0]).upper()}" for e in exc.errors() if e["loc"]})
         click.echo(f"onloop: invalid settings: {', '.join(names)}", err=True)
         sys.exit(2)
-
-
-def public_url_problem(url: str) -> str | None:
-    """Why `url` cannot be onloop's public URL (GitHub builds the App's addresses on it)."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https"):
-        return "must start with https:// (or http:// for a local try-out)"
-    if not parts.hostname:
-        return "has no host name"
-    if parts.query or parts.fragment or parts.username or parts.password:
-        return "must have no query, fragment or credentials"
-    try:
-        parts.port  # noqa: B018 - raises on a port that is not a number in range
-    except ValueError:
-        return "has a port that is not a number from 1 to 65535"
-    return None
 
 
 def _write_prerequisites(settings: Settings, env_file: Path, public: str) -> list[str]:

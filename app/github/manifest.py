@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 import requests
 from dotenv import dotenv_values
 
+from app.core.publicurl import oauth_callback_url, webhook_url
 from app.core.settings import Settings
 from app.github.clients import USER_AGENT
 
@@ -75,9 +76,9 @@ def build_manifest(settings: Settings, name: str) -> dict[str, Any]:
         "name": name[:NAME_LIMIT],
         "url": public,
         "description": "Background coding agents: fixes issues, rebases and reviews PRs.",
-        "hook_attributes": {"url": f"{public}/webhooks/github", "active": True},
+        "hook_attributes": {"url": webhook_url(public), "active": True},
         "redirect_url": f"{public}/setup/callback",
-        "callback_urls": [f"{public}/oauth/callback"],
+        "callback_urls": [oauth_callback_url(public)],
         "request_oauth_on_install": True,
         "public": False,
         "default_permissions": dict(PERMISSIONS),

@@ -9,7 +9,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import create_engine
+from sqlalchemy import create_engine, make_url
 
 from app.core.logs import get_logger
 from app.store.db import make_engine
@@ -27,9 +27,6 @@ def alembic_config(url: str) -> Config:
 def upgrade(url: str, revision: str = "head") -> None:
     """Bring the database at `url` to `revision`."""
     make_engine(url).dispose()  # creates the SQLite directory when needed
-    # Alembic says "Context impl …" and "Will assume …" at INFO on every start: only its
-    # warnings and the migrations it runs (logged below, in onloop's format) are news.
-    logging.getLogger("alembic").setLevel(logging.WARNING)
     before = current(url)
     command.upgrade(alembic_config(url), revision)
     after = current(url)
@@ -39,6 +36,9 @@ def upgrade(url: str, revision: str = "head") -> None:
 
 def current(url: str) -> str | None:
     """The revision the database is at, or None before the first migration."""
+    # Alembic says "Context impl …" and "Will assume …" at INFO each time: only its warnings
+    # and the migrations it runs (upgrade logs them, in onloop's format) are news.
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     engine = create_engine(url)
     try:
         with engine.connect() as conn:
@@ -49,3 +49,21 @@ def current(url: str) -> str | None:
 
 def head() -> str | None:
     return ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
+
+
+def describe(revision: str | None) -> str:
+    """A revision with its name (the first line of its docstring): `0005 (job triggers)`."""
+    if revision is None:
+        return "none (empty database)"
+    script = ScriptDirectory.from_config(alembic_config("sqlite://")).get_revision(revision)
+    name = (script.doc or "").split(":", 1)[0].strip() if script is not None else ""
+    return f"{revision} ({name})" if name else revision
+
+
+def missing_sqlite_file(url: str) -> str | None:
+    """The path of a SQLite database file that does not exist yet (or whose folder does not),
+    else None: connecting would make an empty file and call it unmigrated."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return None if Path(parsed.database).exists() else parsed.database

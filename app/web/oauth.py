@@ -12,6 +12,7 @@ from sqlalchemy import and_, or_, select, update
 from werkzeug.wrappers import Response as BaseResponse
 
 from app.core.crypto import StateSigner, TokenBox, set_nonce_cookie
+from app.core.publicurl import oauth_callback_url
 from app.github.user_tokens import OAuthError, exchange_code, fetch_user, store
 from app.store.db import Database
 from app.store.models import Job, JobState, Outbox
@@ -37,7 +38,7 @@ def _signer(state: Onloop) -> StateSigner:
 
 
 def _redirect_uri(state: Onloop) -> str:
-    return state.settings.public_url.rstrip("/") + "/oauth/callback"
+    return oauth_callback_url(state.settings.public_url)
 
 
 def _configured(state: Onloop) -> bool:
