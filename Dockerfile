@@ -32,8 +32,10 @@ ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     ONLOOP_WORK_DIR=/var/lib/onloop/work
-# Relative paths (var/, .env) resolve here; the sandbox workspaces live in work/.
+# Relative paths (var/, .env) resolve here; the sandbox workspaces live in work/. var/ holds
+# the default SQLite database (var/onloop.db): a volume, so it outlives the container.
 WORKDIR /var/lib/onloop
+VOLUME ["/var/lib/onloop/var"]
 USER 10001:10001
 EXPOSE 8000
 ENTRYPOINT ["onloop"]

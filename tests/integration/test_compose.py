@@ -129,7 +129,7 @@ def test_no_secret_value_is_inline() -> None:
     for name in ("ONLOOP_WEBHOOK_SECRET", "ONLOOP_CLIENT_SECRET", "ONLOOP_SECRET_KEY"):
         assert name not in text  # from .env only
     used = set(re.findall(r"\$\{([A-Z_]+)", text))
-    assert used == {"POSTGRES_PASSWORD", "ONLOOP_PRIVATE_KEY_PATH"}
+    assert used == {"POSTGRES_PASSWORD", "ONLOOP_PRIVATE_KEY_PATH", "ONLOOP_PUBLIC_URL"}
     assert COMPOSE["secrets"]["github-app-key"]["file"].startswith("${ONLOOP_PRIVATE_KEY_PATH:?")
     assert ".env" in (ROOT / ".gitignore").read_text().split()
 
@@ -208,3 +208,17 @@ def test_dockerignore_keeps_secrets_and_junk_out_of_the_build(path: str, include
         for prefix in prefixes
     )
     assert ignored is not included
+
+
+def test_the_public_url_is_required_with_a_clear_message() -> None:
+    for name in ONLOOP:
+        value = env(name)["ONLOOP_PUBLIC_URL"]
+        assert value.startswith("${ONLOOP_PUBLIC_URL:?set ONLOOP_PUBLIC_URL in .env"), value
+
+
+def test_the_image_declares_its_data_volume() -> None:
+    volumes = [rest for word, rest in final_stage() if word == "VOLUME"]
+    assert volumes == ['["/var/lib/onloop/var"]']
+    workdir = [rest for word, rest in final_stage() if word == "WORKDIR"][-1]
+    assert Settings(_env_file=None).database_url == "sqlite:///var/onloop.db"  # type: ignore[call-arg]
+    assert workdir == "/var/lib/onloop"  # so var/onloop.db is in that volume
