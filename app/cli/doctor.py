@@ -23,6 +23,7 @@ from app.policy.org_config import load_org_config
 from app.policy.repo_config import ConfigError
 from app.store import migrate
 from tasks.agent.factory import config_problems
+from tasks.sandbox.egress.fitness import BUILD_HINT, self_check
 from tasks.sandbox.egress.policy import load_credentials
 from tasks.sandbox.egress.tls import check_ca_bundle
 
@@ -123,7 +124,16 @@ def _docker(s: Settings) -> Check:
         return Check(
             "docker", False, f"image {s.sandbox_image} missing", "onloop sandbox build-image"
         )
-    return Check("docker", True, f"daemon up, image {s.sandbox_image} present")
+    why = self_check(client, s.sandbox_image)
+    if why is not None:  # every job with a `sandbox.setup` would fail
+        return Check(
+            "docker",
+            False,
+            f"image {s.sandbox_image} cannot run a job's sandbox.setup ({why}): "
+            "not built by `onloop sandbox build-image`",
+            BUILD_HINT,
+        )
+    return Check("docker", True, f"daemon up, image {s.sandbox_image} present, self-check ok")
 
 
 def _github(s: Settings) -> Check:
