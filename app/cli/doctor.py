@@ -23,7 +23,6 @@ from app.policy.org_config import load_org_config
 from app.policy.repo_config import ConfigError
 from app.store import migrate
 from tasks.agent.factory import config_problems
-from tasks.sandbox.egress.fitness import BUILD_HINT, self_check
 from tasks.sandbox.egress.policy import load_credentials
 from tasks.sandbox.egress.tls import check_ca_bundle
 
@@ -107,6 +106,8 @@ def _docker(s: Settings) -> Check:
         return Check("docker", True, f"not used (sandbox backend {s.sandbox_backend})")
     # loaded by this check only: the Docker SDK, `onloop --help` stays fast
     import docker
+
+    from tasks.sandbox.egress.fitness import BUILD_HINT, self_check
 
     try:
         client = docker.from_env(timeout=5)
