@@ -8,6 +8,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -134,6 +135,47 @@ def start_redis() -> tuple[subprocess.Popen[bytes], str]:
     raise click.ClickException("redis-server did not start")
 
 
+class DevWeb:
+    """`onloop dev`'s web half, a process of its own, started again whenever it exits (killed,
+    crashed) until `stop`: a second at first, longer while it keeps exiting within seconds."""
+
+    def __init__(self, bind: str) -> None:
+        self.bind = bind
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+        self.proc = self._start()
+
+    def watch(self) -> None:
+        """From now on, start it again whenever it exits."""
+        threading.Thread(target=self._watch, name="onloop-dev-web", daemon=True).start()
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        return subprocess.Popen([sys.executable, "-m", "app.cli.devweb", self.bind])
+
+    def _watch(self) -> None:
+        delay = 0.5
+        while True:
+            started = time.monotonic()
+            code = self.proc.wait()
+            if self._stopping.is_set():
+                return
+            delay = 0.5 if time.monotonic() - started > 10 else min(delay * 2, 10.0)
+            click.echo(f"onloop dev: the web exited ({code}); starting it again", err=True)
+            if self._stopping.wait(delay):
+                return
+            with self._lock:
+                if self._stopping.is_set():
+                    return
+                self.proc = self._start()
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopping.set()
+            if self.proc.poll() is None:
+                self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
 def run_dev(bind: str) -> None:
     check_port(bind)
     generated = dev_secrets()
@@ -142,7 +184,7 @@ def run_dev(bind: str) -> None:
     if public_url is not None:
         os.environ["ONLOOP_PUBLIC_URL"] = public_url
     redis_proc = None
-    web: subprocess.Popen[bytes] | None = None
+    web: DevWeb | None = None
     try:
         if not os.environ.get("ONLOOP_REDIS_URL"):
             redis_proc, os.environ["ONLOOP_REDIS_URL"] = start_redis()
@@ -160,19 +202,19 @@ def run_dev(bind: str) -> None:
                 " set them in .env or the environment to use your own"
             )
         _say_missing(settings)
-        web = subprocess.Popen([sys.executable, "-m", "app.cli.devweb", bind])
-        if not wait_for_web(web, bind):
+        web = DevWeb(bind)
+        if not wait_for_web(web.proc, bind):
             raise click.ClickException(
                 f"the web server did not start on {bind}; choose another address with --bind"
             )
+        web.watch()  # killed or crashed from now on, it starts again
         # loaded by this command only: the worker and Celery, `onloop --help` stays fast
         from tasks.worker import run_worker
 
         run_worker(settings, concurrency=2, beat=True)
     finally:
-        if web is not None and web.poll() is None:
-            web.terminate()
-            web.wait(timeout=10)
+        if web is not None:
+            web.stop()
         if redis_proc is not None:
             redis_proc.terminate()
             redis_proc.wait(timeout=10)

@@ -107,6 +107,8 @@ def _docker(s: Settings) -> Check:
     # loaded by this check only: the Docker SDK, `onloop --help` stays fast
     import docker
 
+    from tasks.sandbox.egress.fitness import BUILD_HINT, self_check
+
     try:
         client = docker.from_env(timeout=5)
         client.ping()
@@ -123,7 +125,16 @@ def _docker(s: Settings) -> Check:
         return Check(
             "docker", False, f"image {s.sandbox_image} missing", "onloop sandbox build-image"
         )
-    return Check("docker", True, f"daemon up, image {s.sandbox_image} present")
+    why = self_check(client, s.sandbox_image)
+    if why is not None:  # every job with a `sandbox.setup` would fail
+        return Check(
+            "docker",
+            False,
+            f"image {s.sandbox_image} cannot run a job's sandbox.setup ({why}): "
+            "not built by `onloop sandbox build-image`",
+            BUILD_HINT,
+        )
+    return Check("docker", True, f"daemon up, image {s.sandbox_image} present, self-check ok")
 
 
 def _github(s: Settings) -> Check:

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json as jsonlib
 import logging
+import os
 import re
+import secrets
+import select
 import sys
 from typing import Any, TextIO
 
@@ -23,8 +27,81 @@ REDACTED = "[redacted]"
 NOISY = ("github", "urllib3", "requests")
 
 
+# The most a write(2) to a pipe puts in one piece: web workers, Celery children and the
+# masters share one stdout/stderr pipe, and a longer write can be interleaved with theirs.
+LINE_LIMIT = select.PIPE_BUF
+# A JSON line is ASCII (escaped); quoted once more, a piece of it at most doubles.
+_PIECE = (LINE_LIMIT - 512) // 2
+
+
 class OnloopHandler(logging.StreamHandler[TextIO]):
-    """The root logger's one handler; configure_logging replaces it, never adds a second."""
+    """The root logger's one handler; configure_logging replaces it, never adds a second.
+    Each line leaves in one write(2) of at most LINE_LIMIT bytes, under the handler's lock:
+    whole across threads and across the processes sharing the pipe. A longer JSON record
+    leaves as `log.part` lines instead (split_record), each one whole JSON."""
+
+    def __init__(self, stream: TextIO, json: bool = True) -> None:
+        super().__init__(stream)
+        self.json = json
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = self.format(record)
+            lines = split_record(text) if self.json else [text]
+            fd = _fileno(self.stream)
+            if fd is None:
+                self.stream.write("".join(line + "\n" for line in lines))
+                self.flush()
+                return
+            self.stream.flush()  # whatever went through the text stream goes first
+            for line in lines:
+                _write_all(fd, (line + "\n").encode("utf-8", "backslashreplace"))
+        except RecursionError:
+            raise
+        except Exception:
+            self.handleError(record)
+
+
+def split_record(line: str) -> list[str]:
+    """`line` itself when it fits in one pipe write; else `log.part` lines of at most
+    LINE_LIMIT bytes each, carrying the record's level, logger and timestamp, a `record` id
+    and `part`/`parts`: their `text`s joined in order are the record's JSON line."""
+    if len(line.encode("utf-8", "backslashreplace")) + 1 <= LINE_LIMIT:
+        return [line]
+    try:
+        whole = jsonlib.loads(line)
+    except ValueError:
+        whole = {}
+    head = whole if isinstance(whole, dict) else {}
+    keep = {k: str(head[k])[:64] for k in ("timestamp", "level", "logger") if k in head}
+    size = _PIECE if line.isascii() else _PIECE // 3  # `\uXXXX`: six characters for one
+    pieces = [line[i : i + size] for i in range(0, len(line), size)]
+    record = secrets.token_hex(6)
+    return [
+        jsonlib.dumps(
+            {
+                **keep,
+                "event": "log.part",
+                "record": record,
+                "part": n,
+                "parts": len(pieces),
+                "text": piece,
+            }
+        )
+        for n, piece in enumerate(pieces, 1)
+    ]
+
+
+def _fileno(stream: TextIO) -> int | None:
+    try:
+        return stream.fileno()
+    except (AttributeError, OSError, ValueError):  # io.StringIO and friends: no descriptor
+        return None
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    while data:
+        data = data[os.write(fd, data) :]
 
 
 def _scrub(value: Any) -> Any:
@@ -105,9 +182,7 @@ def configure_logging(
         logger_factory=structlog.stdlib.LoggerFactory(),
         cache_logger_on_first_use=False,
     )
-    # StreamHandler writes each record whole (message and newline in one write, under its
-    # lock), so lines from many threads never interleave.
-    handler = OnloopHandler(out)
+    handler = OnloopHandler(out, json=json)
     handler.setFormatter(formatter(json, colors=not json and _is_tty(out)))
     root = logging.getLogger()
     for old in [h for h in root.handlers if isinstance(h, OnloopHandler)]:

@@ -93,6 +93,8 @@ class Settings(BaseSettings):
     # gunicorn (config/gunicorn.conf.py) for `onloop web`.
     web_workers: int = Field(default=2, ge=1)
     web_threads: int = Field(default=8, ge=1)
+    # Seconds a web thread waits for a whole request (line, headers, body) before it drops it.
+    web_read_timeout: float = Field(default=5.0, gt=0)
     access_log: bool = True
 
     @field_validator("log_level", mode="before")

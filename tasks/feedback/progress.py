@@ -106,6 +106,11 @@ def next_step(job: Job, state: str, result: Mapping[str, Any]) -> str:
         return f"Ask again with {again} when you want it."
     if state == JobState.WAITING_FOR_AUTHORIZATION:
         return f"@{job.requested_by} authorises onloop; the job then resumes by itself."
+    if result.get("rule") == "sandbox_image":  # the operator's image, not the repository
+        return (
+            f"Nothing in your repository: tell the people who run onloop (job #{job.id}); "
+            f"once they have fixed the sandbox image, try again with {again}."
+        )
     if "sandbox.setup" in error:
         return (
             "Fix `sandbox.setup` in `.github/onloop.yml` on the default branch (its output is "

@@ -12,6 +12,7 @@ from app.policy.images import ImageNotAllowed
 from app.store.models import Job, JobState
 from tasks.runner.context import JobFailed, WaitForAuthorization
 from tasks.sandbox.base import DiskLimitExceeded
+from tasks.sandbox.egress.fitness import ImageUnfit
 
 Outcome = tuple[JobState, dict[str, Any]]
 
@@ -64,6 +65,13 @@ def _disk_full(exc: Exception, job: Job) -> Outcome:
     return JobState.FAILED, {"error": exc.message, "rule": "disk"}
 
 
+def _image_unfit(exc: Exception, job: Job) -> Outcome:
+    """The operator's sandbox image cannot run setup's proxy: the message names the image and
+    `onloop sandbox build-image`."""
+    assert isinstance(exc, ImageUnfit)
+    return JobState.FAILED, {"error": exc.message, "rule": "sandbox_image"}
+
+
 def _rate_limited(exc: Exception, job: Job) -> Outcome:
     message = (
         "GitHub's rate limit for onloop is used up for longer than a job may wait; "
@@ -80,6 +88,7 @@ OUTCOMES: tuple[tuple[type[Exception], Callable[[Exception, Job], Outcome]], ...
     (JobFailed, _failed),
     (ImageNotAllowed, _image_refused),
     (DiskLimitExceeded, _disk_full),
+    (ImageUnfit, _image_unfit),
     (InstallationUnavailable, _installation_gone),
     (AppNotConfigured, _not_configured),
     (RateLimitExceededExceedsMaxWait, _rate_limited),

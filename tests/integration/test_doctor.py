@@ -11,7 +11,9 @@ from app.cli.doctor import run_doctor
 from app.core.settings import Settings
 from tests.doubles.github.double import GitHubDouble
 from tests.doubles.github.settings import settings_for
+from tests.doubles.plain_image import plain_image
 from tests.doubles.redis_server import free_port
+from tests.doubles.sandboxes import IMAGE, docker_or_fail, unavailable
 
 
 @pytest.fixture
@@ -155,3 +157,27 @@ def test_org_config_file_is_checked_with_its_line(
     org.write_text("max_ci_fix_attempts: 2\nauto_fix_ci: true\n")
     code, out = doctor(configured, capsys)
     assert code == 0 and f"ok   org config: {org} is valid" in out, out
+
+
+@pytest.mark.docker
+def test_a_sandbox_image_without_the_setup_tools_fails_and_is_named(
+    healthy: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An ONLOOP_SANDBOX_IMAGE not built by `onloop sandbox build-image` makes every job with
+    a `sandbox.setup` fail: doctor runs the self-check in it and says so."""
+    client = docker_or_fail()
+    try:
+        client.images.get(IMAGE)
+    except Exception:
+        unavailable(f"{IMAGE} missing: run `onloop sandbox build-image`")
+    with plain_image(client, IMAGE) as plain:
+        code, out = doctor(
+            healthy.model_copy(update={"sandbox_backend": "docker", "sandbox_image": plain}), capsys
+        )
+    assert code == 1, out
+    line = next(line for line in out.splitlines() if line.startswith("FAIL docker:"))
+    assert plain in line and "onloop sandbox build-image" in line and "/opt/tools" in line
+    code, out = doctor(
+        healthy.model_copy(update={"sandbox_backend": "docker", "sandbox_image": IMAGE}), capsys
+    )
+    assert f"ok   docker: daemon up, image {IMAGE} present, self-check ok" in out, out

@@ -31,6 +31,7 @@ from tasks.sandbox.docker_backend import (
     JOB_LABEL,
     remove_container,
 )
+from tasks.sandbox.egress.fitness import CheckedImages
 from tasks.sandbox.egress.policy import (
     CACHE_MOUNT,
     TRUST_MOUNT,
@@ -124,6 +125,7 @@ class EgressGateway:
         self.ready_timeout = ready_timeout
         self.host = socket.gethostname()
         self._lock = threading.Lock()
+        self._checked = CheckedImages()
         state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         for stale in [*state_dir.glob("proxy-*"), *state_dir.glob("trust-*")]:  # a dead worker's
             if stale.stat().st_mtime < time.time() - 86400:
@@ -179,7 +181,9 @@ class EgressGateway:
         self, job_id: int, policy: EgressPolicy, uid: int, gid: int
     ) -> Iterator[EgressSession]:
         """A job network and its proxy for one setup; both removed afterwards, always.
-        `uid:gid` is who runs setup (it gets the download cache)."""
+        `uid:gid` is who runs setup (it gets the download cache). ImageUnfit first when the
+        proxy's image lacks its tools (not built by `onloop sandbox build-image`)."""
+        self._checked.require(self.client, self.proxy_image)
         labels = {JOB_LABEL: str(job_id), HOST_LABEL: self.host}
         if self.deployment:
             labels[DEPLOYMENT_LABEL] = self.deployment
