@@ -47,7 +47,7 @@ def _scalar(text: str) -> str:
     return json.dumps(text)  # a JSON string is a YAML double-quoted scalar
 
 
-def _egress_node(text: str) -> yaml.Node:
+def _egress_node(text: str) -> yaml.SequenceNode:
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError:
