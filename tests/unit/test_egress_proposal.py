@@ -6,6 +6,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from app.core.kinds import Kind
+from app.intake.commands import Command
+from app.intake.decide import Ignored, decide, explain
 from app.policy.config_edit import EditError, add_egress
 from app.policy.egress import EgressIndex
 from app.policy.egress_proposal import (
@@ -17,6 +20,9 @@ from app.policy.egress_proposal import (
     refused_from,
     render,
 )
+from app.policy.repo_config import RepoConfig
+from tests.doubles.webhooks import load_fixture
+from tests.unit.test_decide import event
 
 BLOCK = """\
 # onloop settings
@@ -162,3 +168,13 @@ def test_a_file_onloop_cannot_edit_still_names_the_entries() -> None:
         propose([Refused("pypi.org", 443)], None, ["npm"]), "sandbox:\n  egress: [npm,\n pypi]\n"
     )
     assert "error" in data and "by hand" in render(data) and "`pypi`" in render(data)
+
+
+def test_agent_allow_works_on_an_issue_thread_and_other_verbs_still_do_not() -> None:
+    on_issue = load_fixture("issue_comment.created")
+    on_issue["comment"]["body"] = "/agent allow"
+    command = decide(event("issue_comment", on_issue), RepoConfig())
+    assert isinstance(command, Command) and command.kind == Kind.ALLOW
+    assert command.numbers == (on_issue["issue"]["number"],)
+    on_issue["comment"]["body"] = "/agent review"
+    assert explain(event("issue_comment", on_issue), RepoConfig()) == Ignored.NOT_ON_PR
