@@ -139,17 +139,20 @@ class Work:
             ):
                 boxes.append(js.sandbox)
                 js.sandbox.observers.append(self._audit_command)
-                if js.refused and not untrusted:  # an untrusted head names the hosts
-                    self.ctx.notes.append(refusal_message(js.refused))
+                proposed = False
                 if js.setup is not None and gateway is not None and not untrusted:
-                    refusals.record(self.ctx, self.loaded.text, js.refused)
+                    proposed = refusals.record(self.ctx, self.loaded.text, js.refused)
+                if js.refused and not untrusted:  # an untrusted head names the hosts
+                    advice = refusals.ADVICE if proposed else ""
+                    self.ctx.notes.append(refusal_message(js.refused, advice))
                 self.ctx.meter.observe("sandbox_start_seconds", time.monotonic() - started)
                 yield js
         except SetupFailed as exc:
             if self.ctx.cancel.is_set():
                 raise Cancelled() from None
             if gateway is not None and not untrusted:
-                refusals.record(self.ctx, self.loaded.text, exc.refused)
+                if refusals.record(self.ctx, self.loaded.text, exc.refused):
+                    exc.advice = refusals.ADVICE
             raise setup_failed(exc, trust) from None
         except (SandboxError, JobFailed):
             if self.ctx.cancel.is_set():  # its sandbox was stopped under it: a cancel

@@ -20,11 +20,13 @@ REFUSED_KEY = "egress_refused"  # the job result's list of {host, port, why}
 PROPOSAL_KEY = "egress_proposal"  # ...and what the status comment proposes about them
 LOOK_BACK = 20  # jobs on a thread searched for the last one that ran setup
 FINISHED = (JobState.SUCCEEDED, JobState.FAILED)
+ADVICE = "what would allow each is said at the end"  # when there is a proposal
 
 
-def record(ctx: JobContext, text: str | None, refused: Sequence[Refusal]) -> None:
+def record(ctx: JobContext, text: str | None, refused: Sequence[Refusal]) -> bool:
     """Keep on the job what setup of a trusted head was refused (an empty list too: that
-    setup needed nothing more), and the proposal its status comment ends with."""
+    setup needed nothing more), and the proposal its status comment ends with; whether
+    there is one."""
     items, _ = refused_from([{"host": r.host, "port": r.port, "why": r.why} for r in refused])
     ctx.recorded[REFUSED_KEY] = [r.to_json() for r in items]
     proposal = proposal_for(ctx, text, items)
@@ -32,6 +34,7 @@ def record(ctx: JobContext, text: str | None, refused: Sequence[Refusal]) -> Non
         ctx.recorded[PROPOSAL_KEY] = proposal_json(proposal, text)
     else:
         ctx.recorded.pop(PROPOSAL_KEY, None)
+    return bool(proposal)
 
 
 def proposal_for(ctx: JobContext, text: str | None, refused: Sequence[Refused]) -> Proposal:

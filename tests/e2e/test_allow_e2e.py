@@ -76,6 +76,7 @@ def test_refused_egress_is_proposed_and_allow_opens_the_commenter_s_pr(world: Wo
     assert LINES in proposal and "`/agent allow`" in proposal
     assert "`blocked.example.com`" in proposal and "operator must allow it" in proposal
     assert status.rstrip().endswith("in ONLOOP_CONFIG_FILE) first."), status
+    assert "allow them in .github/onloop.yml" not in status  # the proposal says who can
 
     # bob can read, not trigger: refused, no branch, no PR
     outsider = world.wait(world.comment("/agent allow", "bob", number))
@@ -98,3 +99,26 @@ def test_refused_egress_is_proposed_and_allow_opens_the_commenter_s_pr(world: Wo
     said = show(world.double, sha)
     assert said.startswith("alice <") and f"Onloop-Job: {allow.id}" in said
     assert allow.result["allowed"] == ["pypi.org"]
+
+
+FLOW = 'sandbox:\n  setup: "sh setup.sh && exit 3"\n  egress: [npm]  # JS only\n'
+
+
+def test_a_failed_setup_proposes_too_and_a_flow_list_gets_the_entry(world: World) -> None:
+    world.double.commit(REPO, "main", {".github/onloop.yml": FLOW})
+    number = pull_request(world)
+    world.authorize("carol")
+    early = world.wait(world.comment("/agent allow", "carol", number))
+    assert early.state == JobState.FAILED
+    assert early.result.get("outcome") == "nothing_refused", early.result
+    review = world.wait(world.comment("/agent review", "carol", number))
+    assert review.state == JobState.FAILED, (review.result, world.worker.output())
+    status = world.final_status(review.id, number).body
+    diff = "```diff\n-  egress: [npm]  # JS only\n+  egress: [npm, pypi]  # JS only\n```"
+    assert diff in status, status
+    allow = world.wait(world.comment("/agent allow", "carol", number))
+    assert allow.state == JobState.SUCCEEDED, (allow.result, allow.steps, world.worker.output())
+    sha = world.double.branch_sha(REPO, f"onloop/allow-{allow.id}")
+    assert sha is not None
+    assert file_at(world.double, sha) == FLOW.replace("[npm]", "[npm, pypi]")
+    assert world.double.issue(REPO, allow.result["pr"]).user == "carol"
