@@ -20,6 +20,7 @@ from tasks.runner.context import JobContext, JobFailed
 from tasks.runner.people import as_person
 
 AGAIN = "comment `/agent allow` again"
+BRANCH_PREFIX = "onloop/allow-"
 
 
 @dataclass
@@ -31,6 +32,7 @@ class Allow:
     sha: str = ""
     branch: str = ""
     pr: PullRequest | None = None
+    existing: bool = False  # `pr` is an earlier `/agent allow`'s, still open
 
 
 def _operator(proposal: Proposal) -> str:
@@ -79,12 +81,33 @@ def _proposal(state: Allow) -> str:
             outcome="cannot_edit",
         ) from None
     allowed = ", ".join(state.proposal.allowed)
+    state.pr = _open_already(state)
+    state.existing = state.pr is not None
+    if state.pr is not None:
+        return f"from job #{last.job_id}: allow {allowed}; proposed already in #{state.pr.number}"
     return f"from job #{last.job_id}: allow {allowed}; {len(state.edit.added)} line(s)"
 
 
-def _commit(state: Allow) -> str:
+def title_of(proposal: Proposal) -> str:
+    return f"Allow setup to reach {', '.join(proposal.allowed)}"[:240]
+
+
+def _open_already(state: Allow) -> PullRequest | None:
+    """An open PR of an earlier `/agent allow` (its own `onloop/allow-*` branch in this
+    repository) that proposes the same hosts: asked again, onloop points at it."""
+    work, title = state.work, title_of(state.proposal)
+    for pr in work.repo.get_pulls(state="open", base=work.repo.default_branch):
+        same_repo = pr.head.repo is not None and pr.head.repo.full_name == work.repo.full_name
+        if same_repo and pr.head.ref.startswith(BRANCH_PREFIX) and pr.title == title:
+            return pr
+    return None
+
+
+def _commit(state: Allow) -> str | None:
     work, edit = state.work, state.edit
     assert edit is not None
+    if state.pr is not None:
+        return None
     ctx, name = work.ctx, work.repo.full_name
     allowed = ", ".join(state.proposal.allowed)
     message = (
@@ -104,9 +127,12 @@ def _commit(state: Allow) -> str:
     return f"committed {state.sha[:12]}"
 
 
-def _push(state: Allow) -> str:
+def _push(state: Allow) -> str | None:
     work = state.work
-    state.branch = f"onloop/allow-{work.ctx.job.id}"
+    if state.pr is not None:
+        state.branch = state.pr.head.ref
+        return None
+    state.branch = f"{BRANCH_PREFIX}{work.ctx.job.id}"
     lease = work.branch_lease(state.branch, AGAIN)
     if lease == state.sha:
         return f"{state.branch} holds {state.sha[:12]} already"
@@ -115,6 +141,8 @@ def _push(state: Allow) -> str:
 
 
 def _open_pr(state: Allow) -> str:
+    if state.pr is not None:
+        return f"#{state.pr.number} (open already)"
     state.pr = as_person(state.work, lambda: _open_or_find(state))
     return f"#{state.pr.number}"
 
@@ -127,7 +155,6 @@ def _open_or_find(state: Allow) -> PullRequest:
     existing = list(repo.get_pulls(state="open", head=f"{owner}:{state.branch}"))
     if existing:
         return existing[0]
-    allowed = ", ".join(state.proposal.allowed)
     number = work.ctx.job.number
     body = (
         f"Lets `sandbox.setup` reach {', '.join(inline_code(a) for a in state.proposal.allowed)}"
@@ -139,7 +166,7 @@ def _open_or_find(state: Allow) -> PullRequest:
     pr = repo.create_pull(
         base=work.repo.default_branch,
         head=state.branch,
-        title=f"Allow setup to reach {allowed}"[:240],
+        title=title_of(state.proposal),
         body=body,
     )
     work.ctx.meter.inc("pull_requests_opened", kind="allow")
@@ -162,7 +189,7 @@ def run_allow(ctx: JobContext) -> dict[str, Any]:
     run_steps(ctx, STEPS, state)
     assert state.pr is not None
     return {
-        "outcome": "pr",
+        "outcome": "already_open" if state.existing else "pr",
         "pr": state.pr.number,
         "pull_request_url": state.pr.html_url,
         "allowed": list(state.proposal.allowed),

@@ -100,6 +100,14 @@ def test_refused_egress_is_proposed_and_allow_opens_the_commenter_s_pr(world: Wo
     assert said.startswith("alice <") and f"Onloop-Job: {allow.id}" in said
     assert allow.result["allowed"] == ["pypi.org"]
 
+    # asked again while that PR is open: onloop points at it, no second branch or PR
+    again = world.wait(world.comment("/agent allow", "alice", number))
+    assert again.state == JobState.SUCCEEDED, (again.result, again.steps)
+    assert again.result["outcome"] == "already_open"
+    assert again.result["pr"] == allow.result["pr"]
+    assert world.double.branch_sha(REPO, f"onloop/allow-{again.id}") is None
+    assert len(world.double.pushes) == 1
+
 
 FLOW = 'sandbox:\n  setup: "sh setup.sh && exit 3"\n  egress: [npm]  # JS only\n'
 
