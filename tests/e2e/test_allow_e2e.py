@@ -133,3 +133,26 @@ def test_a_failed_setup_proposes_too_and_a_flow_list_gets_the_entry(world: World
     assert file_at(world.double, sha) == FLOW.replace("[npm]", "[npm, pypi]")
     assert world.double.issue(REPO, allow.result["pr"]).user == "carol"
     assert "evil" not in file_at(world.double, sha) and allow.result["allowed"] == ["pypi.org"]
+
+
+def test_an_untrusted_head_s_refusals_are_never_a_proposal(
+    github_double: GitHubDouble, database_url: str, tmp_path: Path
+) -> None:
+    """bob (read) opened the pull request, so its head is untrusted: with public egress its
+    setup goes through the proxy, but what it was refused is his code's wish, not a proposal."""
+    org = tmp_path / "org.yml"
+    org.write_text("sandbox:\n  egress: [pypi, npm]\n  untrusted_egress: public\n")
+    files: dict[str, str | bytes] = {".github/onloop.yml": CONFIG, "setup.sh": SETUP}
+    for world in make_world(github_double, database_url, tmp_path, files, config_file=org):
+        world.double.create_branch(REPO, "outsider")
+        world.double.commit(REPO, "outsider", {"o.py": "O = 1\n"}, message="Add o")
+        number = world.double.create_pull(REPO, "outsider", title="o", user="bob").number
+        world.authorize("alice")
+        review = world.wait(world.comment("/agent review", "alice", number))
+        assert review.state == JobState.SUCCEEDED, (review.result, world.worker.output())
+        assert "egress_refused" not in review.result and "egress_proposal" not in review.result
+        status = world.final_status(review.id, number).body
+        assert "**To allow" not in status and "/agent allow" not in status
+        allow = world.wait(world.comment("/agent allow", "alice", number))
+        assert allow.state == JobState.FAILED
+        assert allow.result.get("outcome") == "nothing_refused", allow.result
