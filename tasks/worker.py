@@ -20,6 +20,7 @@ from app.github.transport import WriteSerializer
 from app.policy.org_config import OrgConfigLoader
 from app.store.db import Database
 from app.store.deployment import deployment_id
+from tasks.blueprints.allow import run_allow
 from tasks.blueprints.fix_ci import run_fix_ci
 from tasks.blueprints.fix_issue import run_fix_issue
 from tasks.blueprints.rebase import run_rebase
@@ -45,6 +46,7 @@ RUNNERS: Mapping[str, Runner] = {
     Kind.HELP: run_help,
     Kind.CANCEL: run_cancel,
     Kind.STATUS: run_status,
+    Kind.ALLOW: run_allow,
 }
 
 

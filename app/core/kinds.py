@@ -9,7 +9,8 @@ from types import MappingProxyType
 
 
 class Kind(StrEnum):
-    """The built-in job kinds. The first four do work in a sandbox; the rest answer."""
+    """The built-in job kinds. The first four do work in a sandbox; help, cancel and status
+    answer; allow opens a pull request."""
 
     FIX_ISSUE = "fix_issue"
     REBASE_PR = "rebase_pr"
@@ -18,6 +19,7 @@ class Kind(StrEnum):
     HELP = "help"
     CANCEL = "cancel"
     STATUS = "status"
+    ALLOW = "allow"  # a PR adding the hosts setup was refused to `sandbox.egress`
 
 
 # The installation token every job gets (for its one repository): reads, plus onloop's own
@@ -39,6 +41,7 @@ class KindSpec:
     config_key: str | None = None  # the `commands:` entry of .github/onloop.yml governing it
     pushes_to_head: bool = False  # pushes to the PR's head branch (a fork must allow edits)
     asked_by: str | None = None  # how a person asks for it when not by `/agent <verb>`
+    on_issues: bool = False  # `/agent <verb>` also works on an issue's thread, not only a PR's
     permissions: Mapping[str, str] = field(default_factory=lambda: BASE_PERMISSIONS)
 
     def command(self) -> str:
@@ -76,6 +79,9 @@ KINDS: Kinds = MappingProxyType(
             KindSpec(Kind.HELP, verb="help", sandboxed=False),
             KindSpec(Kind.CANCEL, verb="cancel", sandboxed=False),
             KindSpec(Kind.STATUS, verb="status", sandboxed=False),
+            # Its commit, push and PR are the person's own (their token); no sandbox is used,
+            # but it gets a status comment and check run like the kinds that change code.
+            KindSpec(Kind.ALLOW, verb="allow", sandboxed=True, on_issues=True),
         )
     }
 )

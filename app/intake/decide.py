@@ -131,12 +131,13 @@ def _comment_created(event: Event, config: RepoConfig, kinds: Kinds) -> Action |
     verb, args = parsed
     # Issue comments and PR conversation comments share this event; only PRs carry
     # `issue.pull_request` (https://docs.github.com/en/webhooks/webhook-events-and-payloads#issue_comment).
-    if "pull_request" not in issue:
+    known = verbs(kinds)
+    spec = kinds.get(known.get(verb, ""))
+    if "pull_request" not in issue and not (spec is not None and spec.on_issues):
         return Ignored.NOT_ON_PR
     number = issue.get("number")
     if number is None:
         return Ignored.NO_NUMBER
-    known = verbs(kinds)
     kind = known.get(verb, Kind.HELP)
     params: CommandParams = {"verb": verb, "args": args}
     if verb not in known:

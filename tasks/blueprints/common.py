@@ -14,7 +14,7 @@ import app.github.clients as gh
 from app.policy.egress import narrow_egress
 from app.policy.repo_config import RepoConfig, UntrustedEgress
 from app.store import audit
-from tasks.blueprints import pushes
+from tasks.blueprints import pushes, refusals
 from tasks.blueprints.heads import setup_failed
 from tasks.blueprints.pulls import PullRef
 from tasks.blueprints.pushes import TRAILER
@@ -139,13 +139,20 @@ class Work:
             ):
                 boxes.append(js.sandbox)
                 js.sandbox.observers.append(self._audit_command)
+                proposed = False
+                if js.setup is not None and gateway is not None and not untrusted:
+                    proposed = refusals.record(self.ctx, self.loaded.text, js.refused)
                 if js.refused and not untrusted:  # an untrusted head names the hosts
-                    self.ctx.notes.append(refusal_message(js.refused))
+                    advice = refusals.ADVICE if proposed else ""
+                    self.ctx.notes.append(refusal_message(js.refused, advice))
                 self.ctx.meter.observe("sandbox_start_seconds", time.monotonic() - started)
                 yield js
         except SetupFailed as exc:
             if self.ctx.cancel.is_set():
                 raise Cancelled() from None
+            if gateway is not None and not untrusted:
+                if refusals.record(self.ctx, self.loaded.text, exc.refused):
+                    exc.advice = refusals.ADVICE
             raise setup_failed(exc, trust) from None
         except (SandboxError, JobFailed):
             if self.ctx.cancel.is_set():  # its sandbox was stopped under it: a cancel

@@ -61,6 +61,8 @@ def help_text(loaded: LoadedConfig, params: CommandParams) -> str:
         if verb in loaded.config.commands:
             lines.append(f"- `/agent {verb}`: {VERB_HELP[verb]}")
     lines += [
+        "- `/agent allow`: open a pull request, in your name, that lets setup reach the "
+        "hosts it was last refused here (those the organisation permits)",
         "- `/agent status`: show the state of onloop's jobs here",
         "- `/agent cancel`: stop onloop's running jobs here",
         "- `/agent help`: this list",

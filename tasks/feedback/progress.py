@@ -9,6 +9,7 @@ from app.core.kinds import Kind, command_of
 from app.core.markdown import defang, plain
 from app.github.comments import details, fold
 from app.intake.commands import Command
+from app.policy import egress_proposal
 from app.store.models import Job, JobState
 from tasks.runner.steps import StepRecord, StepState
 
@@ -136,7 +137,22 @@ def final_text(
     extra_links: Mapping[str, str | None],
     authorize_url: str = "",
 ) -> str:
-    """The last word of a job: its outcome, links, what to do next, folded details."""
+    """The last word of a job: its outcome, links, what to do next, folded details; then,
+    when setup was refused hosts, what would allow them (app/policy/egress_proposal.py)."""
+    text = _final_text(job, steps, state, result, extra_links, authorize_url)
+    proposal = result.get("egress_proposal")
+    said = egress_proposal.render(proposal) if isinstance(proposal, Mapping) else ""
+    return f"{text}\n\n{said}" if said else text
+
+
+def _final_text(
+    job: Job,
+    steps: Sequence[StepRecord],
+    state: str,
+    result: Mapping[str, Any],
+    extra_links: Mapping[str, str | None],
+    authorize_url: str = "",
+) -> str:
     ran = f"{command_of(job.kind)} from {who(job)} (job #{job.id})"
     more = links(result, extra_links)
     total = sum(s.duration or 0.0 for s in steps)

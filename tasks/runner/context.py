@@ -67,6 +67,8 @@ class JobContext:
     steps: list[StepRecord] = field(default_factory=list)
     listeners: list[JobListener] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # said with the outcome (e.g. egress refusals)
+    # Kept on the job's result whatever its outcome (e.g. the hosts setup was refused).
+    recorded: dict[str, Any] = field(default_factory=dict)
     head_sha: str | None = None  # the commit the job works on, once known (for check runs)
     plan: list[str] = field(default_factory=list)  # the step names it expects, for "k of n"
     # Where sandboxes run (the worker's one Workplace, made on first use); None outside a job.

@@ -27,6 +27,7 @@ class LoadedConfig:
     unknown: list[str] = field(default_factory=list)
     error: ConfigError | None = None
     org_only: list[str] = field(default_factory=list)
+    text: str | None = None  # the file as read (None: there is none)
 
     def ignored(self) -> list[str]:
         """One Markdown sentence for each kind of key set to no effect. The names are the
@@ -72,9 +73,10 @@ def load_repo_config(db: Database, repo: Repository) -> LoadedConfig:
     try:
         config, unknown = parse_repo_config(text)
     except ConfigError as exc:
-        return LoadedConfig(RepoConfig(), error=exc)
+        return LoadedConfig(RepoConfig(), error=exc, text=text)
     return LoadedConfig(
         config,
         [k for k in unknown if k not in ORG_ONLY],
         org_only=[k for k in unknown if k in ORG_ONLY],
+        text=text,
     )

@@ -204,6 +204,8 @@ class JobRunner:
                 return "cancelled"
             if ctx.notes:
                 result = {**result, "notes": list(ctx.notes)}
+            if ctx.recorded:
+                result = {**result, **ctx.recorded}
             if not finish(db, job_id, owner, state, result):
                 with db.read() as s:
                     now = s.scalar(select(Job.state).where(Job.id == job_id))

@@ -40,11 +40,12 @@ class SetupFailed(SandboxError):
         super().__init__(f"setup failed with exit code {result.exit_code}")
         self.result = result
         self.refused = list(refused)
+        self.advice = ""  # what to do about them, when the job says more than the default
 
     @property
     def hint(self) -> str:
         """The refusals in words, for the status comment and check run ('' if none)."""
-        return refusal_message(self.refused)
+        return refusal_message(self.refused, self.advice)
 
 
 @dataclass

@@ -41,16 +41,15 @@ class Refusal:
         return self.host if self.port in (80, 443) else f"{self.host}:{self.port}"
 
 
-def refusal_message(refused: Sequence[Refusal]) -> str:
-    """What the status comment and check run say about refused connections ('' if none)."""
+def refusal_message(refused: Sequence[Refusal], advice: str = "") -> str:
+    """What the status comment and check run say about refused connections ('' if none);
+    `advice` replaces the default advice on hosts not allowed (where a proposal says more)."""
     said = []
     targets = list(dict.fromkeys(r.target for r in refused if r.why != UNTRUSTED))
     if targets:
         them = "it" if len(targets) == 1 else "them"
-        said.append(
-            f"setup tried to reach {', '.join(targets)}; "
-            f"allow {them} in .github/onloop.yml under sandbox.egress"
-        )
+        advice = advice or f"allow {them} in .github/onloop.yml under sandbox.egress"
+        said.append(f"setup tried to reach {', '.join(targets)}; {advice}")
     untrusted = list(dict.fromkeys(r.target for r in refused if r.why == UNTRUSTED))
     if untrusted:
         said.append(
