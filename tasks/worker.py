@@ -28,6 +28,7 @@ from tasks.feedback import listeners as feedback
 from tasks.queue import redeliver
 from tasks.queue.celery_app import create_celery
 from tasks.queue.dispatch import Dispatcher
+from tasks.queue.watchdog import Watchdog
 from tasks.runner.context import Runner
 from tasks.runner.limits import Limiter
 from tasks.runner.quota import Once
@@ -130,6 +131,8 @@ class Worker:
             authorization_wait=timedelta(seconds=self.settings.authorization_wait),
             housekeeping=self.reap,
             housekeeping_interval=self.settings.reap_interval,
+            watchdog=Watchdog(self.settings, self.db, self.jobs.context).sweep,
+            watchdog_interval=self.settings.watchdog_interval,
         )
         dispatcher.start()
         argv = [

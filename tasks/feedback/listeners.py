@@ -262,15 +262,23 @@ def queued(ctx: JobContext, reason: str, position: int | None) -> None:
         log.warning("could not tell that job %s is queued", job.id, exc_info=True)
 
 
-def settle(ctx: JobContext, state: str, result: dict[str, Any], *, strict: bool = False) -> None:
+def settle(
+    ctx: JobContext,
+    state: str,
+    result: dict[str, Any],
+    *,
+    strict: bool = False,
+    post: bool = False,
+) -> None:
     """Bring a job's status comment and check run, if it has them, to `state` from outside
     the job (e.g. `/agent cancel` of a job that waits for authorisation, or a job given up
-    after its workers died). A failed GitHub call is logged; with `strict` it raises
-    instead, so that the caller tries again later."""
+    after its workers died); with `post`, a job that has no status comment yet gets one. A
+    failed GitHub call is logged; with `strict` it raises instead, so that the caller tries
+    again later."""
     if ctx.job.installation_id is None:
         return
     access = Access(ctx)
-    status = StatusComment(ctx, access, attach=True)
+    status = StatusComment(ctx, access, attach=not post)
     status.started = True
     for listener in (status, CheckRunListener(ctx, access, status, attach=True)):
         try:
