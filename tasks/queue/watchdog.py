@@ -7,8 +7,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from app.core.kinds import KINDS, Kinds
 from app.core.logs import get_logger
 from app.core.settings import Settings
+from app.core.telemetry import Telemetry
+from app.github.clients import GitHubApp
+from app.github.transport import WriteSerializer
 from app.store.db import Database
 from app.store.models import Job
 from tasks.queue.dispatch import settle_given_up
@@ -16,8 +20,26 @@ from tasks.runner.context import JobContext
 from tasks.runner.lease import owner_id
 from tasks.runner.overdue import Bound, mark_overdue
 from tasks.runner.run import DATABASE_DOWN, why_down
+from tasks.runner.steps import read_steps
 
 log = get_logger("onloop.watchdog")
+
+
+def settling_context(
+    settings: Settings, db: Database, meter: Telemetry, kinds: Kinds = KINDS
+) -> Callable[[Job], JobContext]:
+    """A context for a job outside its run, to settle its feedback on GitHub. Its GitHubApp
+    serialises writes in this process only: a Redis write lock may be held by the very
+    worker that died (for WRITE_LOCK_TIMEOUT), or Redis may not answer at all, and the
+    watchdog must wait for neither."""
+    github = GitHubApp(settings, WriteSerializer(None), meter)
+
+    def context(job: Job) -> JobContext:
+        return JobContext(
+            settings, db, job, github, meter, steps=read_steps(job.steps), kinds=kinds
+        )
+
+    return context
 
 
 @dataclass

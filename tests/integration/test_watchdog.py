@@ -119,7 +119,7 @@ def bot_comments(double: GitHubDouble, number: int) -> list[str]:
 
 
 def watchdog(settings: Settings, db: Database) -> Watchdog:
-    return Watchdog(settings, db, Worker(settings, db=db).jobs.context)
+    return Worker(settings, db=db).watchdog()  # as the worker wires its dispatcher
 
 
 def test_a_running_job_past_its_bound_is_abandoned_and_github_shows_it(
@@ -247,9 +247,9 @@ def test_each_worker_runs_the_watchdog_from_its_dispatcher_at_start(
     working(settings, db, job.id, "worker-1")
     backdate(db, job.id, LONG_AGO)
     celery = Celery("test", broker=settings.redis_url, set_as_current=False)  # never reached
-    context = Worker(settings, db=db).jobs.context
-    sweep = Watchdog(settings, db, context).sweep
-    dispatcher = Dispatcher(db, celery, context, watchdog=sweep, watchdog_interval=3600)
+    worker = Worker(settings, db=db)
+    sweep = worker.watchdog().sweep
+    dispatcher = Dispatcher(db, celery, worker.jobs.context, watchdog=sweep, watchdog_interval=3600)
 
     dispatcher.step()  # the first step sweeps
 
