@@ -1,7 +1,8 @@
 """Whatever dies mid-job, the job ends within its time limit plus ONLOOP_WATCHDOG_GRACE and
 GitHub shows it: a real `onloop worker` SIGKILLed (the watchdog of `onloop beat` concludes
-it), or its Redis stopped (the worker's own dispatcher does). Docker, a private Redis and the
-GitHub double; the job holds in its agent step, a command that would sleep for ten minutes."""
+it), its Redis stopped (its own time limit does), or both (the watchdog, without Redis).
+Docker, a private Redis and the GitHub double; the job holds in its agent step, a command
+that would sleep for ten minutes."""
 
 from __future__ import annotations
 
@@ -155,9 +156,28 @@ def test_a_job_whose_worker_is_killed_is_concluded_by_the_watchdog(world: Outage
     assert len(world.bot_comments(number)) == 1  # the status comment, edited in place
 
 
-def test_a_job_whose_redis_stops_is_concluded_by_its_workers_watchdog(world: Outage) -> None:
+def test_a_job_whose_redis_stops_ends_within_the_bound(world: Outage) -> None:
+    """The worker lives on without Redis: the job's own time limit stops it, and its
+    status comment and check run say so (through GitHub and the database alone)."""
     job_id, number, run = working_fix(world)
     world.redis.stop()  # mid-job, for good
     run, status = concluded(world, job_id, number, run.head_sha)
+    assert (run.conclusion, world.job(job_id).state) == ("failure", JobState.FAILED)
+    assert "time limit" in status and "ask again" in status
+    assert len(world.bot_comments(number)) == 1 and not world.double.pushes
+
+
+def test_a_job_whose_redis_stops_and_then_its_worker_dies_is_concluded(world: Outage) -> None:
+    """Redis down, then the worker killed: `onloop beat`'s watchdog concludes the job with
+    the database and GitHub alone, Redis still down."""
+    job_id, number, run = working_fix(world)
+    world.redis.stop()
+    world.worker.kill()
+    beat = start_beat(world, world.root / "beat.log")
+    try:
+        run, status = concluded(world, job_id, number, run.head_sha)
+    finally:
+        os.killpg(beat.pid, signal.SIGTERM)
+        beat.wait(timeout=30)
     assert_abandoned(world, job_id, run, status)
     assert len(world.bot_comments(number)) == 1
