@@ -30,6 +30,7 @@ from tasks.feedback import listeners as feedback
 from tasks.queue import redeliver
 from tasks.queue.celery_app import create_celery
 from tasks.queue.dispatch import Dispatcher
+from tasks.queue.watchdog import Watchdog, settling_context
 from tasks.runner.context import Runner
 from tasks.runner.limits import Limiter
 from tasks.runner.quota import Once
@@ -108,6 +109,11 @@ class Worker:
             redeliver=partial(redeliver.sweep, self.settings, self.github, self.db),
         )
 
+    def watchdog(self) -> Watchdog:
+        """The watchdog this worker's dispatcher runs: the database and GitHub only."""
+        context = settling_context(self.settings, self.db, self.meter, self.kinds)
+        return Watchdog(self.settings, self.db, context)
+
     def reap(self) -> list[str]:
         """Remove sandboxes, networks and workspaces whose job is not running."""
         backend = self.workplace().backend if self.settings.sandbox_backend == "docker" else None
@@ -133,6 +139,8 @@ class Worker:
             authorization_wait=timedelta(seconds=self.settings.authorization_wait),
             housekeeping=self.reap,
             housekeeping_interval=self.settings.reap_interval,
+            watchdog=self.watchdog().sweep,
+            watchdog_interval=self.settings.watchdog_interval,
         )
         dispatcher.start()
         argv = [

@@ -70,7 +70,11 @@ class Settings(BaseSettings):
     # Seconds: a comment or label delivery whose act is older starts no work (a replayed body
     # under a fresh GUID, or GitHub's redelivery after a long outage); app.intake.freshness.
     max_event_age: int = Field(default=3600, ge=60)
-    job_time_limit: int = Field(default=3600, ge=60)
+    job_time_limit: int = Field(default=3600, ge=1)
+    # Seconds past a job's time limit after which the watchdog gives it a final outcome
+    # (tasks.queue.watchdog), and seconds between its sweeps.
+    watchdog_grace: int = Field(default=300, ge=0)
+    watchdog_interval: int = Field(default=60, ge=1)
     job_lease_seconds: int = Field(default=60, ge=2)  # a dead worker's job is run again after
     dispatch_interval: float = 1.0
     # Seconds: a job still queued this long after its last message went out is published

@@ -120,6 +120,9 @@ class Job(Base):
     # The deliveries row that asked for the job (the column keeps its first name).
     delivery_row_id: Mapped[int | None] = mapped_column("delivery_id", ForeignKey("deliveries.id"))
     lease_owner: Mapped[str | None] = mapped_column(String(200))
+    # The check run `onloop/<kind>` the job opened: concluded from outside its run by id, as
+    # its head may have moved since (tasks.feedback.listeners, the watchdog).
+    check_run_id: Mapped[int | None] = mapped_column(BigInteger)
     lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

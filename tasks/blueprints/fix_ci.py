@@ -159,6 +159,7 @@ def _open_fix_pr(state: FixCI, base: str, title: str, intro: str) -> PullRequest
         existing = list(repo.get_pulls(state="open", head=f"{owner}:{state.branch}"))
         if existing:
             return existing[0]
+        work.ctx.before_write()
         return repo.create_pull(
             base=base,
             head=state.branch,
@@ -186,6 +187,7 @@ def _report(state: FixCI) -> str | None:
     elif state.outcome == ChangeOutcome.PUSHED and change is not None:
         said = change.report(ChangeOutcome.PUSHED)
     if said:  # as the person, like the push
+        work.ctx.before_write()
         as_person(
             work,
             lambda: upsert_comment(

@@ -72,6 +72,7 @@ def _open_or_update(state: FixIssue) -> PullRequest:
     body = change.pr_body(f"Fixes #{number}.")
     repo = work.user_repo
     existing = list(repo.get_pulls(state="open", head=f"{owner}:{state.branch}"))
+    work.ctx.before_write()
     if existing:
         existing[0].edit(title=title, body=body)
         return existing[0]

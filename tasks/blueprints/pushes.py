@@ -73,6 +73,7 @@ def push(
         s.execute(update(Job).where(Job.id == work.ctx.job.id).values(head_sha=sha))
 
     def send() -> None:
+        work.ctx.before_write()  # cancelled means final, even with the push prepared
         work.place.cache.push(
             work.repo.full_name,
             clone_url or work.repo.clone_url,

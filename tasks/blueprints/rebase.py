@@ -154,6 +154,7 @@ def _report(state: Rebase) -> str | None:
             + fenced(steps, "sh")
         )
     work = state.work
+    work.ctx.before_write()
     as_person(
         work,
         lambda: upsert_comment(

@@ -40,6 +40,7 @@ def reply(ctx: JobContext, repo: Repository, body: str) -> int:
     """Post (or edit, when the job runs again) this job's one reply comment."""
     assert ctx.job.number is not None
     issue = repo.get_issue(ctx.job.number)
+    ctx.before_write()
     comment = upsert_comment(issue, f"job-{ctx.job.id}", body, ctx.settings.bot_login)
     return int(comment.id)
 

@@ -67,6 +67,7 @@ def publish(state: Review) -> tuple[PullRequestReview, list[ReviewComment], Revi
     if work.config.review.request_changes and comments and pr.user.login != work.login:
         event = ReviewEvent.REQUEST_CHANGES  # GitHub refuses it on one's own pull request
     commit = repo.get_commit(state.head_sha)
+    work.ctx.before_write()
     try:
         review = pr.create_review(
             commit=commit,
@@ -81,6 +82,7 @@ def publish(state: Review) -> tuple[PullRequestReview, list[ReviewComment], Revi
         # Say it all in the review's body instead of inline.
         listed = "\n\n".join(f"{inline_code(c.path)} line {c.line}:\n{c.body}" for c in comments)
         body = review_body(state, []) + "\n\nOn the lines changed:\n\n" + listed[:50_000]
+        work.ctx.before_write()
         review = pr.create_review(commit=commit, body=body, event=event)
         comments = []
     return review, comments, event

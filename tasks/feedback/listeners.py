@@ -9,11 +9,12 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
+from github import GithubException
 from github.CheckRun import CheckRun
 from github.IssueComment import IssueComment
 from github.PaginatedList import PaginatedList
 from github.Repository import Repository
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from app.core.kinds import sandboxed
 from app.github.comments import family, marker
@@ -174,16 +175,26 @@ class CheckRunListener:
         return f"{self.access.repo().html_url}/pull/{self.ctx.job.number}"
 
     def _open(self, output: dict[str, str]) -> None:
-        """Take up this job's open check run (a job run again) or start one."""
-        sha = self._sha()
-        if not sha:
-            return
+        """Take up this job's open check run (a job run again, or settled from outside its
+        run: by the id it recorded, else on its head) or start one."""
         repo = self.access.repo()
-        for run in _check_runs(repo, sha, self.name):
-            if run.external_id == str(self.ctx.job.id) and run.status != "completed":
-                self.run = run
-                break
-        if self.run is None and not self.attach:
+        known = self.ctx.job.check_run_id
+        if known is not None:
+            try:
+                run = repo.get_check_run(known)
+            except GithubException as exc:
+                if exc.status != 404:  # gone: look on the head, as for a run never recorded
+                    raise
+            else:
+                if run.status != "completed":
+                    self.run = run
+        sha = self._sha()
+        if self.run is None and sha:
+            for run in _check_runs(repo, sha, self.name):
+                if run.external_id == str(self.ctx.job.id) and run.status != "completed":
+                    self.run = run
+                    break
+        if self.run is None and sha and not self.attach:
             self.run = repo.create_check_run(
                 self.name,
                 sha,
@@ -195,6 +206,14 @@ class CheckRunListener:
             )
         if self.run is not None:
             self.status.extra_links["check run"] = self.run.html_url
+            if known != self.run.id:  # so that it can be concluded whatever the head is then
+                with self.ctx.db.transaction() as s:
+                    s.execute(
+                        update(Job)
+                        .where(Job.id == self.ctx.job.id)
+                        .values(check_run_id=self.run.id)
+                    )
+                self.ctx.job.check_run_id = self.run.id
 
     def _edit(self, output: dict[str, str]) -> None:
         if self.run is not None:
@@ -262,15 +281,23 @@ def queued(ctx: JobContext, reason: str, position: int | None) -> None:
         log.warning("could not tell that job %s is queued", job.id, exc_info=True)
 
 
-def settle(ctx: JobContext, state: str, result: dict[str, Any], *, strict: bool = False) -> None:
+def settle(
+    ctx: JobContext,
+    state: str,
+    result: dict[str, Any],
+    *,
+    strict: bool = False,
+    post: bool = False,
+) -> None:
     """Bring a job's status comment and check run, if it has them, to `state` from outside
     the job (e.g. `/agent cancel` of a job that waits for authorisation, or a job given up
-    after its workers died). A failed GitHub call is logged; with `strict` it raises
-    instead, so that the caller tries again later."""
+    after its workers died); with `post`, a job that has no status comment yet gets one. A
+    failed GitHub call is logged; with `strict` it raises instead, so that the caller tries
+    again later."""
     if ctx.job.installation_id is None:
         return
     access = Access(ctx)
-    status = StatusComment(ctx, access, attach=True)
+    status = StatusComment(ctx, access, attach=not post)
     status.started = True
     for listener in (status, CheckRunListener(ctx, access, status, attach=True)):
         try:

@@ -11,6 +11,7 @@ from app.github.comments import details, fold
 from app.intake.commands import Command
 from app.policy import egress_proposal
 from app.store.models import Job, JobState
+from tasks.runner.outcomes import Overdue
 from tasks.runner.steps import StepRecord, StepState
 
 ICONS = {
@@ -218,6 +219,8 @@ def conclusion(state: str, result: Mapping[str, Any]) -> str:
     if state == JobState.SUCCEEDED:
         wanted = str(result.get("conclusion") or "success")
         return wanted if wanted in CONCLUSIONS else "success"
+    if state == JobState.FAILED and result.get("outcome") in set(Overdue):
+        return "timed_out"  # the watchdog gave up on it (tasks.runner.overdue)
     conclusions: dict[str, str] = {
         JobState.CANCELLED: "cancelled",
         JobState.WAITING_FOR_AUTHORIZATION: "action_required",

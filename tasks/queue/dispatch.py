@@ -25,6 +25,7 @@ from tasks.runner.lease import (
     republish_unclaimed,
     requeue_abandoned,
 )
+from tasks.runner.outcomes import Overdue
 from tasks.runner.run import DATABASE_DOWN, why_down
 
 log = get_logger("onloop.dispatch")
@@ -87,7 +88,9 @@ def settle_given_up(
             continue
         try:
             job_ctx = context(job)
-            feedback.settle(job_ctx, JobState.FAILED, dict(job.result or {}), strict=True)
+            result = dict(job.result or {})
+            overdue = result.get("outcome") in set(Overdue)  # the watchdog's, not a death's
+            feedback.settle(job_ctx, JobState.FAILED, result, strict=True, post=overdue)
         except Exception as exc:
             log.warning(
                 "job.given_up_settle_failed",
@@ -100,10 +103,14 @@ def settle_given_up(
             settled.append(job.id)
             # the person was told on GitHub; the operator learns it here
             log.error(
-                "job.given_up",
-                detail="its worker stopped every time it ran it",
+                "job.overdue" if overdue else "job.given_up",
+                detail=(
+                    f"the watchdog gave it up: {result.get('outcome')}"
+                    if overdue
+                    else "its worker stopped every time it ran it"
+                ),
                 attempts=job.attempts,
-                error=(job.result or {}).get("error"),
+                error=result.get("error"),
                 **about,
             )
     return settled
@@ -122,12 +129,16 @@ class Dispatcher:
         authorization_wait: timedelta = timedelta(hours=24),
         housekeeping: Callable[[], object] | None = None,
         housekeeping_interval: float = 300.0,
+        watchdog: Callable[[], object] | None = None,
+        watchdog_interval: float = 60.0,
     ) -> None:
         self.context = context  # a given-up job's context, for its GitHub calls
         self.owner = owner_id()
         self.authorization_wait = authorization_wait
         self.housekeeping, self.housekeeping_interval = housekeeping, housekeeping_interval
         self._last_housekeeping = -housekeeping_interval  # the first sweep runs at start
+        self.watchdog, self.watchdog_interval = watchdog, watchdog_interval  # tasks.queue.watchdog
+        self._last_watchdog = -watchdog_interval  # so does the watchdog's
         self.db, self.celery, self.interval = db, celery, interval
         self.republish_after = republish_after  # ONLOOP_REPUBLISH_AFTER
         self.outage = Outage("dispatcher")
@@ -145,6 +156,14 @@ class Dispatcher:
                 self.outage.noticed(why_down(exc))
             except Exception as exc:
                 log.warning("dispatch.housekeeping_failed", error=f"{type(exc).__name__}: {exc}")
+        if self.watchdog and now - self._last_watchdog >= self.watchdog_interval:
+            self._last_watchdog = now
+            try:  # its own errors are logged by it; a database outage is the loop's
+                self.watchdog()
+            except DATABASE_DOWN as exc:
+                self.outage.noticed(why_down(exc))
+            except Exception as exc:
+                log.warning("dispatch.watchdog_failed", error=f"{type(exc).__name__}: {exc}")
         if now - self._last_recovery > 5:
             self._last_recovery = now
             requeued = requeue_abandoned(self.db)

@@ -79,6 +79,8 @@ class JobContext:
     # The worker's once-per-period keys in Redis (replies and notices to one person on a
     # thread); None only where no Redis is configured, and then every reply is sent.
     once: Once | None = None
+    # The lease this run of the job holds (tasks.runner.lease); None outside a run.
+    owner: str | None = None
 
     @property
     def workplace(self) -> Workplace:
@@ -111,6 +113,26 @@ class JobContext:
             state = s.scalar(select(Job.state).where(Job.id == self.job.id))
         if state != JobState.RUNNING:
             self.cancel.set()
+            raise Cancelled()
+
+    def before_write(self) -> None:
+        """Call right before a GitHub write that changes code or speaks for the job (a push,
+        a pull request, a review, a report comment): raise Cancelled unless the job is still
+        running under this run's own lease. Cancelled means final, whatever a step had
+        prepared: `/agent cancel`, a newer push, the watchdog or a worker that took the job
+        over all land here, even when they came after the step's last check."""
+        if self.cancel.is_set():
+            raise Cancelled()
+        with self.db.read() as s:
+            row = s.execute(
+                select(Job.state, Job.lease_owner).where(Job.id == self.job.id)
+            ).one_or_none()
+        mine = row is not None and row.state == JobState.RUNNING
+        if mine and self.owner is not None and row is not None:
+            mine = row.lease_owner == self.owner
+        if not mine:
+            self.cancel.set()
+            log.info("job %s is no longer this run's: nothing more is written", self.job.id)
             raise Cancelled()
 
     @contextmanager

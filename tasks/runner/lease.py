@@ -93,7 +93,7 @@ def requeue_abandoned(db: Database) -> list[int]:
                     "live_key": None,
                     "finished_at": now,
                     "lease_owner": GIVEN_UP,
-                    "steps": _stopped(job.steps or []),
+                    "steps": stopped_steps(job.steps or []),
                     "result": {"error": given_up_message(job), "worker_deaths": job.attempts},
                 }
             else:
@@ -117,7 +117,7 @@ def given_up_message(job: Job) -> str:
     )
 
 
-def _stopped(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def stopped_steps(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The last attempt's steps with the one its worker died in marked failed, not running."""
     return [
         {**step, "state": "failed", "error": "the worker stopped"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from enum import StrEnum
 from typing import Any
 
 from github.GithubException import RateLimitExceededExceedsMaxWait
@@ -15,6 +16,14 @@ from tasks.sandbox.base import DiskLimitExceeded
 from tasks.sandbox.egress.fitness import ImageUnfit
 
 Outcome = tuple[JobState, dict[str, Any]]
+
+
+class Overdue(StrEnum):
+    """The `outcome` the watchdog gives a job still not final past its time limit and grace
+    (tasks.runner.overdue): its state is `failed`, its check run concludes `timed_out`."""
+
+    ABANDONED = "abandoned"  # it started (running, or queued again after a worker died)
+    NEVER_STARTED = "never_started"  # no worker ever claimed it
 
 
 def too_long(limit: int) -> str:

@@ -194,12 +194,16 @@ class JobRunner:
                 org_config=self.org_config,
                 kinds=self.kinds,
                 once=self.once,
+                owner=owner,
             )
             ctx.head_sha = job.head_sha
             # Without an App nothing can reach GitHub: no status comment or check run to try.
             ctx.listeners = self.listeners(ctx) if self.github.configured else []
             state, result = self._run_in_time(ctx)
             if state == JobState.CANCELLED:
+                if self._state_of(job_id) != JobState.CANCELLED:  # not cancelled: taken
+                    log.info("job.lost", detail="the job changed hands before it finished")
+                    return "lost"  # its new holder (a worker, the watchdog) tells GitHub
                 ctx.tell("finished", JobState.CANCELLED, {})
                 return "cancelled"
             if ctx.notes:
@@ -207,9 +211,9 @@ class JobRunner:
             if ctx.recorded:
                 result = {**result, **ctx.recorded}
             if not finish(db, job_id, owner, state, result):
-                with db.read() as s:
-                    now = s.scalar(select(Job.state).where(Job.id == job_id))
-                if now == JobState.CANCELLED:  # cancelled under it: its status says so
+                if (
+                    self._state_of(job_id) == JobState.CANCELLED
+                ):  # cancelled under it: its status says so
                     ctx.tell("finished", JobState.CANCELLED, {})
                     return "cancelled"
                 log.info("job.lost", detail="the job changed hands before it finished")
@@ -227,6 +231,15 @@ class JobRunner:
         else:
             log.info("job.finished", state=state)
         return state
+
+    def _state_of(self, job_id: int) -> str | None:
+        """The job's state now; None when the database does not answer (the watchdog or a
+        requeue settles the job later)."""
+        try:
+            with self.db.read() as s:
+                return s.scalar(select(Job.state).where(Job.id == job_id))
+        except DATABASE_DOWN:
+            return None
 
     def context(self, job: Job) -> JobContext:
         """A context for `job` outside its run (to tell about it or settle it on GitHub)."""
