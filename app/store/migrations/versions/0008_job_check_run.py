@@ -1,7 +1,7 @@
 """job check run: the id of the check run `onloop/<kind>` a job opened, to conclude it later
 
-Revision ID: 0007
-Revises: 0005
+Revision ID: 0008
+Revises: 0007
 Create Date: 2026-12-04 06:40:00
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0007"
-down_revision = "0005"
+revision = "0008"
+down_revision = "0007"
 branch_labels = None
 depends_on = None
 
