@@ -16,7 +16,7 @@ from app.core.queues import QUEUE
 from app.core.settings import Settings
 from app.core.telemetry import Telemetry
 from app.github.clients import GitHubApp
-from app.github.transport import WriteSerializer
+from app.github.write_slots import WriteSlots
 from app.policy.org_config import OrgConfigLoader
 from app.store.db import Database
 from tasks.blueprints.fix_ci import run_fix_ci
@@ -48,7 +48,7 @@ RUNNERS: Mapping[str, Runner] = {
 
 
 class Worker:
-    """Settings, database, GitHub (one write serializer), metrics, caps, sandboxes, runners,
+    """Settings, database, GitHub (one set of write slots), metrics, caps, sandboxes, runners,
     listeners and the organisation file's loader of one worker process. Tests build one with
     their own runners or listeners instead of patching modules."""
 
@@ -65,7 +65,7 @@ class Worker:
         self.db = db if db is not None else Database(settings.database_url)
         self.kinds = kinds
         self.meter = Telemetry(settings.redis_url)
-        self.github = GitHubApp(settings, WriteSerializer(settings.redis_url), self.meter)
+        self.github = GitHubApp(settings, WriteSlots.for_settings(settings), self.meter)
         self.limiter: Limiter | None = None
         self.once: Once | None = None
         if settings.redis_url:
