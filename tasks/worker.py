@@ -26,6 +26,7 @@ from tasks.blueprints.replies import run_cancel, run_help, run_status
 from tasks.blueprints.review import run_review
 from tasks.feedback import listeners as feedback
 from tasks.queue import redeliver
+from tasks.queue.broker import BrokerWatch
 from tasks.queue.celery_app import create_celery
 from tasks.queue.dispatch import Dispatcher
 from tasks.runner.context import Runner
@@ -130,6 +131,9 @@ class Worker:
             authorization_wait=timedelta(seconds=self.settings.authorization_wait),
             housekeeping=self.reap,
             housekeeping_interval=self.settings.reap_interval,
+            broker=BrokerWatch.from_url(self.settings.redis_url)
+            if self.settings.redis_url
+            else None,
         )
         dispatcher.start()
         argv = [
