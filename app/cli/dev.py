@@ -19,6 +19,7 @@ from app.store import migrate
 
 VAR = Path("var")
 DEV_SECRETS = VAR / "dev-secrets.env"
+REDIS_DIR = VAR / "redis"  # the embedded redis-server's append-only file
 
 
 def _free_port() -> int:
@@ -43,6 +44,27 @@ def dev_secrets() -> dict[str, str]:
     return values
 
 
+def redis_command(binary: str, port: int, data_dir: Path) -> list[str]:
+    """redis-server on loopback with an append-only file (fsync every second) in `data_dir`,
+    so a restart of `onloop dev` keeps the queue."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    return [
+        binary,
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "everysec",
+        "--dir",
+        str(data_dir.resolve()),
+    ]
+
+
 def start_redis() -> tuple[subprocess.Popen[bytes], str]:
     binary = shutil.which("redis-server")
     if binary is None:
@@ -51,10 +73,7 @@ def start_redis() -> tuple[subprocess.Popen[bytes], str]:
             "or set ONLOOP_REDIS_URL"
         )
     port = _free_port()
-    proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-    )
+    proc = subprocess.Popen(redis_command(binary, port, REDIS_DIR), stdout=subprocess.DEVNULL)
     url = f"redis://127.0.0.1:{port}/0"
     for _ in range(100):
         try:
