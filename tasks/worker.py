@@ -16,7 +16,7 @@ from app.core.queues import QUEUE
 from app.core.settings import Settings
 from app.core.telemetry import Telemetry
 from app.github.clients import GitHubApp
-from app.github.transport import WriteSerializer
+from app.github.write_slots import WriteSlots
 from app.policy.org_config import OrgConfigLoader
 from app.store.db import Database
 from app.store.deployment import deployment_id
@@ -28,6 +28,7 @@ from tasks.blueprints.replies import run_cancel, run_help, run_status
 from tasks.blueprints.review import run_review
 from tasks.feedback import listeners as feedback
 from tasks.queue import redeliver
+from tasks.queue.broker import BrokerWatch
 from tasks.queue.celery_app import create_celery
 from tasks.queue.dispatch import Dispatcher
 from tasks.queue.watchdog import Watchdog, settling_context
@@ -52,7 +53,7 @@ RUNNERS: Mapping[str, Runner] = {
 
 
 class Worker:
-    """Settings, database, GitHub (one write serializer), metrics, caps, sandboxes, runners,
+    """Settings, database, GitHub (one set of write slots), metrics, caps, sandboxes, runners,
     listeners and the organisation file's loader of one worker process. Tests build one with
     their own runners or listeners instead of patching modules."""
 
@@ -69,7 +70,7 @@ class Worker:
         self.db = db if db is not None else Database(settings.database_url)
         self.kinds = kinds
         self.meter = Telemetry(settings.redis_url)
-        self.github = GitHubApp(settings, WriteSerializer(settings.redis_url), self.meter)
+        self.github = GitHubApp(settings, WriteSlots.for_settings(settings), self.meter)
         self.limiter: Limiter | None = None
         self.once: Once | None = None
         if settings.redis_url:
@@ -141,6 +142,9 @@ class Worker:
             housekeeping_interval=self.settings.reap_interval,
             watchdog=self.watchdog().sweep,
             watchdog_interval=self.settings.watchdog_interval,
+            broker=BrokerWatch.from_url(self.settings.redis_url)
+            if self.settings.redis_url
+            else None,
         )
         dispatcher.start()
         argv = [

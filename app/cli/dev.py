@@ -24,6 +24,7 @@ DEV_SECRETS = VAR / "dev-secrets.env"
 ENV_FILE = Path(".env")  # the file Settings reads (app.core.settings)
 ANY_ADDRESS = ("", "0.0.0.0", "::")  # noqa: S104 (names them, binds nothing)
 GENERATED = ("ONLOOP_WEBHOOK_SECRET", "ONLOOP_SECRET_KEY")
+REDIS_DIR = VAR / "redis"  # the embedded redis-server's append-only file
 
 
 def _free_port() -> int:
@@ -112,6 +113,27 @@ def wait_for_web(web: subprocess.Popen[bytes], bind: str, timeout: float = 30.0)
     return web.poll() is None
 
 
+def redis_command(binary: str, port: int, data_dir: Path) -> list[str]:
+    """redis-server on loopback with an append-only file (fsync every second) in `data_dir`,
+    so a restart of `onloop dev` keeps the queue."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    return [
+        binary,
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "everysec",
+        "--dir",
+        str(data_dir.resolve()),
+    ]
+
+
 def start_redis() -> tuple[subprocess.Popen[bytes], str]:
     binary = shutil.which("redis-server")
     if binary is None:
@@ -120,10 +142,7 @@ def start_redis() -> tuple[subprocess.Popen[bytes], str]:
             "or set ONLOOP_REDIS_URL"
         )
     port = _free_port()
-    proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-    )
+    proc = subprocess.Popen(redis_command(binary, port, REDIS_DIR), stdout=subprocess.DEVNULL)
     url = f"redis://127.0.0.1:{port}/0"
     for _ in range(100):
         try:

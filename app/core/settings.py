@@ -86,6 +86,8 @@ class Settings(BaseSettings):
     redeliver_interval: int = 3600
     # PyGithub's pacing between requests, as GitHub asks of integrations; off for the double.
     github_pacing: bool = True
+    # Concurrent GitHub writes per installation or user, across workers (app.github.write_slots).
+    github_write_concurrency: int = Field(default=4, ge=1, le=20)
     # Governance: organisation defaults (YAML, the keys of .github/onloop.yml) and job caps.
     config_file: Path | None = None
     max_jobs_per_installation: int = Field(default=10, ge=1)

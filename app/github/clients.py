@@ -22,7 +22,8 @@ from github.GithubException import GithubException, RateLimitExceededException
 from app.core.settings import Settings
 from app.core.telemetry import Telemetry
 from app.core.timeutil import parse_time
-from app.github.transport import RateLimitRetry, Who, WriteSerializer, instrument
+from app.github.transport import RateLimitRetry, Who, instrument
+from app.github.write_slots import WriteSlots
 
 GIT_USERNAME = "x-access-token"  # git over HTTPS: this user, the token as password
 USER_AGENT = "onloop"
@@ -127,12 +128,12 @@ def _next_cursor(headers: Mapping[str, Any]) -> str | None:
 
 
 class GitHubApp:
-    """The App's way into GitHub for one process: every client it makes serialises its writes
-    through `serializer` and counts its calls on `meter`. The worker builds one and shares
+    """The App's way into GitHub for one process: every client it makes bounds its writes
+    through `write_slots` and counts its calls on `meter`. The worker builds one and shares
     it (the web calls no GitHub API); `for_settings` is for one-shot commands and tests."""
 
-    def __init__(self, settings: Settings, serializer: WriteSerializer, meter: Telemetry) -> None:
-        self.settings, self.serializer, self.meter = settings, serializer, meter
+    def __init__(self, settings: Settings, write_slots: WriteSlots, meter: Telemetry) -> None:
+        self.settings, self.write_slots, self.meter = settings, write_slots, meter
 
     @property
     def configured(self) -> bool:
@@ -141,8 +142,8 @@ class GitHubApp:
 
     @classmethod
     def for_settings(cls, settings: Settings) -> GitHubApp:
-        """A GitHubApp with a write serializer and metrics writer of its own."""
-        return cls(settings, WriteSerializer(settings.redis_url), Telemetry(settings.redis_url))
+        """A GitHubApp with write slots and a metrics writer of its own."""
+        return cls(settings, WriteSlots.for_settings(settings), Telemetry(settings.redis_url))
 
     def app_integration(self) -> GithubIntegration:
         """PyGithub's client authenticated as the App (JWT), for /app endpoints."""
@@ -163,7 +164,7 @@ class GitHubApp:
             seconds_between_writes=writes,
         )
         who = Who("app", f"app:{settings.app_id}", f"app:{settings.app_id}")
-        instrument(gi.requester, who, self.serializer, self.meter)
+        instrument(gi.requester, who, self.write_slots, self.meter)
         return gi
 
     def installation_token(
@@ -203,7 +204,7 @@ class GitHubApp:
 
     def _client(self, secret: str, who: Who) -> Github:
         """PyGithub with onloop's retry (Retry-After, x-ratelimit-reset) and its writes
-        serialised per `who.lock_key` and reported to observers (app.github.transport)."""
+        bounded per `who.lock_key` and reported to observers (app.github.transport)."""
         between, writes = _pacing(self.settings)
         client = Github(
             auth=Auth.Token(secret),
@@ -214,7 +215,7 @@ class GitHubApp:
             seconds_between_requests=between,
             seconds_between_writes=writes,
         )
-        instrument(client.requester, who, self.serializer, self.meter)
+        instrument(client.requester, who, self.write_slots, self.meter)
         return client
 
     def installation_client(self, token: InstallationToken) -> Github:

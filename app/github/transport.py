@@ -1,10 +1,9 @@
-"""How onloop's PyGithub clients behave on the wire: rate-limit waits, serialised writes,
+"""How onloop's PyGithub clients behave on the wire: rate-limit waits, bounded writes,
 write observers (the audit log) and conditional reads with ETags."""
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 import urllib.parse
 import weakref
@@ -14,21 +13,19 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-import redis
 from github import GithubRetry
 from github.GithubException import RateLimitExceededExceedsMaxWait
 from github.Requester import Requester
 from urllib3.util.retry import Retry
 
 from app.core.telemetry import Telemetry
+from app.github.write_slots import WriteSlots
 
 log = logging.getLogger("onloop.github")
 
 # A job never sleeps longer than this inside one request; past it the request fails with
 # RateLimitExceededExceedsMaxWait and the job can be queued again instead.
 MAX_RATE_LIMIT_WAIT = 900.0
-WRITE_LOCK_TIMEOUT = 120.0  # seconds a Redis write lock lives if its holder dies
-WRITE_LOCK_WAIT = 300.0  # seconds to wait for it before writing anyway
 _READS = frozenset({"GET", "HEAD"})
 CLI_TIMEOUT = 10  # seconds a command-line check waits for one GitHub answer
 # Set inside `fail_fast()`: the timeout that clients made there use, and no retries.
@@ -108,7 +105,7 @@ def primary_limit_wait(response: Any, now: float | None = None) -> float | None:
 @dataclass(frozen=True)
 class Who:
     """Whose credentials a client carries: the token kind and identity the audit log names,
-    and the key its writes are serialised under. Never the token itself."""
+    and the key its write slots are counted under. Never the token itself."""
 
     kind: str  # "app" | "installation" | "user"
     identity: str  # "onloop[bot]", a user's login, "app:<id>"
@@ -149,45 +146,6 @@ def _notify(write: GitHubWrite) -> None:
             log.exception("a GitHub write observer failed")
 
 
-class WriteSerializer:
-    """One write at a time per key: a lock in this process, and a Redis lock across
-    processes when Redis is configured. GitHub asks integrations not to make concurrent
-    writes for one identity (https://docs.github.com/en/rest/using-the-rest-api/best-practices-for-using-the-rest-api#avoid-concurrent-requests)."""
-
-    def __init__(self, redis_url: str | None) -> None:
-        self._redis = redis.Redis.from_url(redis_url) if redis_url else None
-        self._locks: dict[str, threading.Lock] = {}
-        self._guard = threading.Lock()
-
-    def _local(self, key: str) -> threading.Lock:
-        with self._guard:
-            return self._locks.setdefault(key, threading.Lock())
-
-    @contextmanager
-    def hold(self, key: str) -> Iterator[None]:
-        with self._local(key):
-            if self._redis is None:
-                yield
-                return
-            lock = self._redis.lock(
-                f"onloop:github-writes:{key}",
-                timeout=WRITE_LOCK_TIMEOUT,
-                blocking_timeout=WRITE_LOCK_WAIT,
-            )
-            try:
-                held = bool(lock.acquire())
-            except redis.RedisError:  # Redis down: the in-process lock still holds
-                held = False
-            try:
-                yield
-            finally:
-                if held:
-                    try:
-                        lock.release()
-                    except redis.RedisError:
-                        log.warning("could not release the GitHub write lock %s", key)
-
-
 _who: weakref.WeakKeyDictionary[Requester, Who] = weakref.WeakKeyDictionary()
 
 
@@ -217,10 +175,10 @@ def _measure(meter: Telemetry | None, verb: str, result: Any, kind: str) -> None
 
 
 def instrument(
-    requester: Requester, who: Who, writes: WriteSerializer, meter: Telemetry | None = None
+    requester: Requester, who: Who, writes: WriteSlots, meter: Telemetry | None = None
 ) -> Requester:
-    """Serialise and report `requester`'s writes. PyGithub has no per-request hook
-    (https://github.com/PyGithub/PyGithub/issues/2865), so its three public send methods
+    """Bound (app.github.write_slots) and report `requester`'s writes. PyGithub has no
+    per-request hook (https://github.com/PyGithub/PyGithub/issues/2865), so its three send methods
     are wrapped on this instance; every *AndCheck method and object update goes through them.
     Requesters PyGithub derives with another laziness or API version are wrapped too."""
     _who[requester] = who

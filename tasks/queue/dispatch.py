@@ -15,6 +15,7 @@ from app.core.queues import QUEUE, RUN_JOB
 from app.store.db import Database
 from app.store.models import Job, JobState, Outbox, aware, utcnow
 from tasks.feedback import listeners as feedback
+from tasks.queue.broker import BrokerWatch
 from tasks.queue.outage import Outage
 from tasks.runner.context import JobContext
 from tasks.runner.lease import (
@@ -131,6 +132,8 @@ class Dispatcher:
         housekeeping_interval: float = 300.0,
         watchdog: Callable[[], object] | None = None,
         watchdog_interval: float = 60.0,
+        broker: BrokerWatch | None = None,
+        broker_interval: float = 1.0,
     ) -> None:
         self.context = context  # a given-up job's context, for its GitHub calls
         self.owner = owner_id()
@@ -145,9 +148,16 @@ class Dispatcher:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self.run, name="onloop-dispatcher", daemon=True)
         self._last_recovery = 0.0
+        self.broker, self.broker_interval = broker, broker_interval
+        self._last_broker_look = -broker_interval
+        # Why messages may have been lost and not yet sent again (None: none were).
+        self._recover: str | None = None
 
     def step(self) -> int:
         now = time.monotonic()
+        self._watch_broker(now)
+        if self._recover is not None:
+            self.recover()
         if self.housekeeping and now - self._last_housekeeping >= self.housekeeping_interval:
             self._last_housekeeping = now
             try:
@@ -181,13 +191,43 @@ class Dispatcher:
                 log.warning("dispatch.settle_given_up_failed", error=f"{type(exc).__name__}: {exc}")
         return publish_pending(self.db, self.celery)
 
+    def _watch_broker(self, now: float) -> None:
+        """Look at the broker once a `broker_interval`; when it came back, restarted or lost
+        its data, the messages of queued jobs may be gone: recover them now, not at the sweep."""
+        if self.broker is None or now - self._last_broker_look < self.broker_interval:
+            return
+        self._last_broker_look = now
+        change = self.broker.look()
+        if change.may_have_lost_messages:
+            log.warning("broker.changed", change=change.value)
+            self._recover = f"broker {change.value}"
+
+    def recover(self) -> list[int]:
+        """Publish again every queued job that was published but that the broker holds no
+        message for (neither queued nor delivered to a worker). A duplicate is harmless: a
+        queued job is claimed once. Without a broker to look into, every such job."""
+        reason = self._recover or "asked"
+        held: set[int] = set()
+        if self.broker is not None:
+            try:
+                held = self.broker.job_ids_held()
+            except Exception as exc:  # not answering yet: the next step tries again
+                log.info("broker.unreadable", error=f"{type(exc).__name__}: {exc}")
+                return []
+        republished = republish_unclaimed(self.db, timedelta(0), held)
+        self._recover = None
+        if republished:
+            log.warning("dispatch.republished_lost", reason=reason, jobs=republished)
+        return republished
+
     def run(self) -> None:
         backoff = self.interval
         while not self._stop.is_set():
             try:
                 sent = self.step()
                 backoff = self.interval
-                self.outage.over()
+                if self.outage.over():  # a message taken meanwhile may be lost: look now
+                    self._recover = self._recover or "database back"
             except DATABASE_DOWN as exc:  # logged once; asked again soon after it is back
                 self.outage.noticed(why_down(exc))
                 sent, backoff = 0, min(backoff * 2, 2.0)

@@ -12,7 +12,7 @@ from app.core.logs import get_logger
 from app.core.settings import Settings
 from app.core.telemetry import Telemetry
 from app.github.clients import GitHubApp
-from app.github.transport import WriteSerializer
+from app.github.write_slots import WriteSlots
 from app.store.db import Database
 from app.store.models import Job
 from tasks.queue.dispatch import settle_given_up
@@ -29,10 +29,9 @@ def settling_context(
     settings: Settings, db: Database, meter: Telemetry, kinds: Kinds = KINDS
 ) -> Callable[[Job], JobContext]:
     """A context for a job outside its run, to settle its feedback on GitHub. Its GitHubApp
-    serialises writes in this process only: a Redis write lock may be held by the very
-    worker that died (for WRITE_LOCK_TIMEOUT), or Redis may not answer at all, and the
-    watchdog must wait for neither."""
-    github = GitHubApp(settings, WriteSerializer(None), meter)
+    bounds its writes in this process only: Redis may not answer at all, and the watchdog
+    must not wait for it."""
+    github = GitHubApp(settings, WriteSlots(None, settings.github_write_concurrency), meter)
 
     def context(job: Job) -> JobContext:
         return JobContext(

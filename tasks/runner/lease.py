@@ -7,6 +7,7 @@ import os
 import socket
 import threading
 import uuid
+from collections.abc import Collection
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -203,8 +204,11 @@ class Heartbeat:
         self._thread.join(timeout=5)
 
 
-def republish_unclaimed(db: Database, older_than: timedelta) -> list[int]:
-    """Queued jobs whose last publish is older than `older_than` get published again.
+def republish_unclaimed(
+    db: Database, older_than: timedelta, held: Collection[int] = ()
+) -> list[int]:
+    """Queued jobs whose last publish is older than `older_than` get published again, but for
+    those in `held` (jobs the broker is known to hold a message for).
 
     Redis without persistence forgets its queue when it restarts; the database does not. A
     duplicate message is harmless: only one worker can claim a queued job.
@@ -225,6 +229,7 @@ def republish_unclaimed(db: Database, older_than: timedelta) -> list[int]:
                 .where(Job.id.not_in(unpublished))
             )
         )
+        ids = [job_id for job_id in ids if job_id not in held]
         for job_id in ids:
             s.add(Outbox(job_id=job_id))
         return ids

@@ -323,6 +323,25 @@ def test_bundled_redis_and_postgresql() -> None:
     assert find(docs, "Service", "t-onloop-postgresql")["spec"]["ports"][0]["port"] == 5432
 
 
+def test_bundled_redis_keeps_its_queue_on_a_claim() -> None:
+    """An append-only file (fsync every second) on a PersistentVolumeClaim; without
+    persistence, an emptyDir that a container restart keeps."""
+    docs = rendered("-f", DEFAULT)
+    spec = pod(find(docs, "Deployment", "t-onloop-redis"))
+    args = container(spec, "redis")["args"]
+    options = dict(zip(args[1::2], args[2::2], strict=True))
+    assert options["--appendonly"] == "yes" and options["--appendfsync"] == "everysec"
+    assert options["--dir"] == mounts(container(spec, "redis"))["data"]
+    (volume,) = [v for v in spec["volumes"] if v["name"] == "data"]
+    assert volume["persistentVolumeClaim"]["claimName"] == "t-onloop-redis"
+    claim = find(docs, "PersistentVolumeClaim", "t-onloop-redis")
+    assert claim["spec"]["resources"]["requests"] == {"storage": "1Gi"}
+    docs = rendered("-f", DEFAULT, "--set", "redis.persistence.enabled=false")
+    spec = pod(find(docs, "Deployment", "t-onloop-redis"))
+    assert [v for v in spec["volumes"] if v["name"] == "data"] == [{"name": "data", "emptyDir": {}}]
+    assert not [d for d in docs if d and d.get("kind") == "PersistentVolumeClaim"]
+
+
 def _checksums(docs: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
     out = {}
     for name in ("web", "worker", "beat"):

@@ -88,8 +88,9 @@ def test_health_checks() -> None:
 
 
 def test_volumes() -> None:
-    assert set(COMPOSE["volumes"]) == {"keys", "postgres-data", "docker-data", "work"}
+    assert set(COMPOSE["volumes"]) == {"keys", "redis-data", "postgres-data", "docker-data", "work"}
     assert mounts("postgres") == {"postgres-data": "/var/lib/postgresql/data"}
+    assert mounts("redis") == {"redis-data": "/data"}
     assert mounts("docker")["docker-data"] == "/var/lib/docker"
     for name in ("web", "worker", "beat"):
         assert mounts(name)["keys"] == "/var/lib/onloop/keys"
@@ -98,6 +99,16 @@ def test_volumes() -> None:
     key_path = SERVICES["app-key"]["command"][0].split()[-1]
     assert key_path == "/keys/github-app.pem"
     assert env("web")["ONLOOP_PRIVATE_KEY_PATH"] == "/var/lib/onloop/keys/github-app.pem"
+
+
+def test_redis_keeps_its_queue_across_a_restart() -> None:
+    """An append-only file, fsync every second, on its volume: a restarted Redis still has
+    the queued job messages (the worker re-sends whatever the last second lost)."""
+    command = SERVICES["redis"]["command"]
+    options = dict(zip(command[1::2], command[2::2], strict=True))
+    assert options["--appendonly"] == "yes"
+    assert options["--appendfsync"] == "everysec"
+    assert options["--dir"] == "/data"
 
 
 def test_worker_reaches_the_docker_daemon_and_nothing_else_does() -> None:

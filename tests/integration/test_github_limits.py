@@ -1,5 +1,5 @@
-"""onloop's GitHub clients under GitHub's limits: Retry-After, x-ratelimit-reset, serialised
-writes per installation, and conditional reads with ETags."""
+"""onloop's GitHub clients under GitHub's limits: Retry-After, x-ratelimit-reset, bounded
+concurrent writes per installation, and conditional reads with ETags."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from github import RateLimitExceededException
 from app.core.settings import Settings
 from app.github import clients as gh
 from app.github.conditional import ETagCache, conditional_contents, conditional_get
-from app.github.transport import WriteSerializer
+from app.github.write_slots import WriteSlots
 from tests.doubles.github import GitHubDouble
 from tests.doubles.github.settings import settings_for
 from tests.doubles.redis_server import RedisServer
@@ -85,13 +85,14 @@ def stub_factory() -> Iterator[Callable[..., Stub]]:
         stub.close()
 
 
-def app_for(api_url: str) -> gh.GitHubApp:
-    """The App at `api_url` as one worker builds it: without Redis, only its own write locks."""
+def app_for(api_url: str, write_concurrency: int = 1) -> gh.GitHubApp:
+    """The App at `api_url` as one worker builds it: without Redis, only its own write slots."""
     settings = Settings(
         _env_file=None,  # type: ignore[call-arg]
         github_api_url=api_url,
         app_slug="onloop",
         github_pacing=False,
+        github_write_concurrency=write_concurrency,
     )
     return gh.GitHubApp.for_settings(settings)
 
@@ -186,9 +187,12 @@ def test_repeated_reads_are_conditional(stub_factory: Callable[..., Stub]) -> No
     )
 
 
-def test_writes_are_serialised_per_installation(stub_factory: Callable[..., Stub]) -> None:
+def test_writes_per_installation_are_bounded(stub_factory: Callable[..., Stub]) -> None:
+    """ONLOOP_GITHUB_WRITE_CONCURRENCY writes of one installation are in flight at once, no
+    more; another installation's writes do not count against them."""
     lock = threading.Lock()
     in_flight: dict[str, int] = {"now": 0, "peak": 0}
+    go_on = threading.Event()
 
     def answer(method: str, path: str, headers: dict[str, str]) -> Answer:
         if method == "GET":
@@ -196,13 +200,13 @@ def test_writes_are_serialised_per_installation(stub_factory: Callable[..., Stub
         with lock:
             in_flight["now"] += 1
             in_flight["peak"] = max(in_flight["peak"], in_flight["now"])
-        time.sleep(0.05)
+        go_on.wait(30)
         with lock:
             in_flight["now"] -= 1
         return 201, {}, {"id": 1}
 
     stub = stub_factory(answer)
-    github = app_for(stub.api_url)  # the worker's one
+    github = app_for(stub.api_url, write_concurrency=3)  # the worker's one
 
     def post(n: int) -> None:
         client = client_for(github, installation_id=5)  # one client per job
@@ -213,10 +217,16 @@ def test_writes_are_serialised_per_installation(stub_factory: Callable[..., Stub
     threads = [threading.Thread(target=post, args=(n,)) for n in range(6)]
     for thread in threads:
         thread.start()
+    deadline = time.monotonic() + 20
+    while in_flight["now"] < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.3)  # room for a fourth, were the bound not kept
+    assert in_flight["now"] == 3
+    go_on.set()
     for thread in threads:
         thread.join(timeout=60)
     assert len([r for r in stub.requests if r[0] == "POST"]) == 6
-    assert in_flight["peak"] == 1
+    assert in_flight["peak"] == 3
 
 
 def test_two_github_apps_share_no_write_lock(stub_factory: Callable[..., Stub]) -> None:
@@ -235,7 +245,7 @@ def test_two_github_apps_share_no_write_lock(stub_factory: Callable[..., Stub]) 
         thread.start()
         return thread
 
-    with first.serializer.hold("installation:5"):
+    with first.write_slots.hold("installation:5"):
         other = post(second)
         other.join(10)
         assert not other.is_alive()  # the other App's write went through meanwhile
@@ -247,10 +257,10 @@ def test_two_github_apps_share_no_write_lock(stub_factory: Callable[..., Stub]) 
     assert not own.is_alive() and len(stub.requests) == 2
 
 
-def test_the_write_lock_holds_across_processes_through_redis(tmp_path: Path) -> None:
+def test_one_write_slot_holds_across_processes_through_redis(tmp_path: Path) -> None:
     server = RedisServer(tmp_path).start()
     try:
-        first, second = WriteSerializer(server.url), WriteSerializer(server.url)  # two workers
+        first, second = WriteSlots(server.url, 1), WriteSlots(server.url, 1)  # two workers
         order: list[str] = []
         entered = threading.Event()
 
