@@ -4,11 +4,15 @@ gunicorn and `onloop worker` as real processes, and the GitHub double with pull 
 from __future__ import annotations
 
 import os
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sqlalchemy import func, select
+
 from app.core.settings import Settings
 from app.store.db import Database
+from app.store.models import Job
 from tests.doubles.db_outage import DatabaseOutage
 from tests.doubles.github.double import GitHubDouble
 from tests.doubles.github.settings import settings_for
@@ -92,6 +96,12 @@ class Stack:
         found = measure(name, self.db, self.double, REPO, self.pulls, sender, timeout)
         print(found.line())
         return found
+
+    def states(self) -> Counter[str]:
+        """How many jobs are in each state."""
+        with self.db.read() as s:
+            rows = s.execute(select(Job.state, func.count()).group_by(Job.state)).all()
+        return Counter({state: int(n) for state, n in rows})
 
     def logs(self) -> str:
         return "\n".join(

@@ -4,41 +4,18 @@ while PostgreSQL is down are refused, and the backlog drains within 30 s of a fa
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 
 import pytest
 
-from tests.faults.figures import Figures
 from tests.faults.harness import Stack, scale, seconds
-from tests.faults.sender import Sender
+from tests.faults.runs import RATE, run
 
 pytestmark = pytest.mark.faults
 
-RATE = 20.0  # deliveries a second: 1,000 take 50 s, the outage sits in the middle
 SLACK = 30.0  # the drain after an outage may take this much longer than without one
 GRACE = 5.0  # seconds after PostgreSQL is back in which the web may still refuse
-
-
-def run(
-    stack: Stack,
-    name: str,
-    fault: Callable[[], None] | None = None,
-    timeout: float = 180,
-    sender: Sender | None = None,
-) -> Figures:
-    """Post `scale()` deliveries at RATE with `fault` running beside them; the figures, with
-    what has not finished `timeout` s after the last answer counted lost."""
-    sender = sender or stack.sender()
-    side = threading.Thread(target=fault) if fault else None
-    if side:
-        side.start()
-    sender.send(stack.deliveries(scale()), rate=RATE)
-    if side:
-        side.join()
-    sender.redeliver()  # what was refused while down, asked for again as `onloop redeliver`
-    return stack.figures(name, sender, timeout=timeout)
 
 
 def baseline(stack: Stack, baselines: dict[str, float]) -> float:
