@@ -51,10 +51,18 @@ class Sender:
     sent: list[Delivery] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
+    def note_sent(self, d: Delivery) -> None:
+        with self._lock:
+            self.sent.append(d)
+
+    def note(self, answer: Answer) -> Answer:
+        with self._lock:
+            self.answers.append(answer)
+        return answer
+
     def post(self, d: Delivery, *, first: bool = True) -> Answer:
         if first:
-            with self._lock:
-                self.sent.append(d)
+            self.note_sent(d)
         try:
             status: int | None = requests.post(
                 f"{self.url}/webhooks/github",
@@ -64,10 +72,7 @@ class Sender:
             ).status_code
         except requests.RequestException:
             status = None
-        answer = Answer(d.guid, status, time.time())
-        with self._lock:
-            self.answers.append(answer)
-        return answer
+        return self.note(Answer(d.guid, status, time.time()))
 
     def send(self, deliveries: Iterable[Delivery], rate: float | None = None) -> None:
         """Post each delivery once, `rate` a second (or as fast as the threads go)."""

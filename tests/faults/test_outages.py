@@ -52,7 +52,7 @@ def test_fault_free(stack: Stack, baselines: dict[str, float]) -> None:
 def test_redis_stopped_in_the_middle(stack: Stack, baselines: dict[str, float]) -> None:
     before = baseline(stack, baselines)
     fault = outage(stack.redis.stop, stack.redis.start, seconds(20))
-    found = run(stack, "redis down", fault, timeout=before + SLACK + 10)
+    found = run(stack, "redis down", fault, timeout=before + SLACK + 2)
     assert found.lost == 0 and found.duplicated == 0, stack.logs()
     assert found.refused == 0  # the web does not need Redis to acknowledge
     assert found.drain <= before + SLACK, (found.drain, before)
@@ -71,7 +71,7 @@ def test_postgres_stopped_in_the_middle(stack: Stack, baselines: dict[str, float
         windows.append(time.time())
 
     sender = stack.sender()
-    found = run(stack, "postgres down", outage(down, up, seconds(15)), before + SLACK + 10, sender)
+    found = run(stack, "postgres down", outage(down, up, seconds(15)), before + SLACK + 2, sender)
     assert found.lost == 0 and found.duplicated == 0, stack.logs()
     assert found.recorded == found.sent == found.acknowledged  # every 2xx recorded
     assert found.drain <= before + SLACK, (found.drain, before)
