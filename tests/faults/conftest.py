@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,10 +13,21 @@ from tests.faults.harness import Stack, build
 
 
 @pytest.fixture
-def stack(github_double: GitHubDouble, database_url: str, tmp_path: Path) -> Iterator[Stack]:
+def stack_overrides() -> dict[str, Any]:
+    """Settings of the stack's processes that a test changes (by parametrizing this)."""
+    return {}
+
+
+@pytest.fixture
+def stack(
+    github_double: GitHubDouble,
+    database_url: str,
+    tmp_path: Path,
+    stack_overrides: dict[str, Any],
+) -> Iterator[Stack]:
     if database_url.startswith("sqlite"):
         pytest.skip("the fault suite runs on PostgreSQL (ONLOOP_TEST_DATABASE_URL)")
-    world = build(github_double, database_url, tmp_path)
+    world = build(github_double, database_url, tmp_path, **stack_overrides)
     yield world
     world.close()
 

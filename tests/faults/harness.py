@@ -24,6 +24,7 @@ from tests.faults.procs import WebProcess
 from tests.faults.sender import Delivery, Sender, delivery
 
 REPO = "octo/faults"
+CONCURRENCY = 4  # jobs the worker runs at once
 USERS = [f"maintainer-{i}" for i in range(20)]  # who comment, each once a pull request
 
 
@@ -56,13 +57,19 @@ class Stack:
         self.web = WebProcess(self.settings, self.root / f"web-{self.runs}.log").start()
         return self.web
 
-    def start_worker(self) -> WorkerProcess:
+    def start_worker(self, *, wait: bool = True) -> WorkerProcess:
         self.runs += 1
         log = self.root / f"worker-{self.runs}.log"
-        self.worker = WorkerProcess(self.settings, log).start()
-        # consuming: a fault from here on meets a worker at work, not one starting up
-        wait_until(lambda: " ready." in log.read_text(errors="replace"), 60, "the worker")
+        self.worker = WorkerProcess(self.settings, log, concurrency=CONCURRENCY).start()
+        if wait:
+            self.worker_ready()
         return self.worker
+
+    def worker_ready(self) -> None:
+        """Consuming: a fault from here on meets a worker at work, not one starting up."""
+        assert self.worker is not None
+        log = self.worker.log
+        wait_until(lambda: " ready." in log.read_text(errors="replace"), 60, "the worker")
 
     def sender(self) -> Sender:
         assert self.web is not None
@@ -127,6 +134,7 @@ def build(double: GitHubDouble, database_url: str, root: Path, **overrides: obje
     for user in USERS:
         double.set_permission(REPO, user, "write")
     stack = Stack(double, Database(database_url), root, settings, redis, outage)
+    stack.start_worker(wait=False)  # both start up at once
     stack.start_web()
-    stack.start_worker()
+    stack.worker_ready()
     return stack
