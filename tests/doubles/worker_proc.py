@@ -35,7 +35,8 @@ def settings_env(settings: Settings, **extra: str) -> dict[str, str]:
 
 
 class WorkerProcess:
-    def __init__(self, settings: Settings, log: Path, **extra: str) -> None:
+    def __init__(self, settings: Settings, log: Path, concurrency: int = 2, **extra: str) -> None:
+        self.concurrency = concurrency
         self.env = settings_env(
             settings,
             ONLOOP_JOB_LEASE_SECONDS="3",
@@ -50,7 +51,7 @@ class WorkerProcess:
     def start(self) -> WorkerProcess:
         handle = open(self.log, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "worker", "--concurrency", "2"],
+            [sys.executable, "-m", "app.cli", "worker", "--concurrency", str(self.concurrency)],
             cwd=ROOT,
             env=self.env,
             stdout=handle,

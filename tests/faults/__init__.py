@@ -1,0 +1,1 @@
+"""Fault tests that print figures: real processes, real Redis and PostgreSQL, the double."""
