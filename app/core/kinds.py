@@ -9,7 +9,7 @@ from types import MappingProxyType
 
 
 class Kind(StrEnum):
-    """The built-in job kinds. The first four do work in a sandbox; the rest answer."""
+    """The built-in job kinds. The first four and CONTINUE work in a sandbox; the rest answer."""
 
     FIX_ISSUE = "fix_issue"
     REBASE_PR = "rebase_pr"
@@ -18,6 +18,7 @@ class Kind(StrEnum):
     HELP = "help"
     CANCEL = "cancel"
     STATUS = "status"
+    CONTINUE = "continue"  # a job stopped at its daily budget, resumed from its WIP branch
 
 
 # The installation token every job gets (for its one repository): reads, plus onloop's own
@@ -73,6 +74,7 @@ KINDS: Kinds = MappingProxyType(
                 ),
             ),
             KindSpec(Kind.REVIEW_PR, verb="review", sandboxed=True, config_key="review"),
+            KindSpec(Kind.CONTINUE, verb="continue", sandboxed=True, config_key="fix"),
             KindSpec(Kind.HELP, verb="help", sandboxed=False),
             KindSpec(Kind.CANCEL, verb="cancel", sandboxed=False),
             KindSpec(Kind.STATUS, verb="status", sandboxed=False),

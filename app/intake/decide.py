@@ -55,6 +55,7 @@ class Ignored(StrEnum):
 
 
 router: Router[Action | Ignored] = Router()
+CONTINUE_VERB = "continue"
 
 
 def _is_bot(user: User) -> bool:
@@ -131,7 +132,8 @@ def _comment_created(event: Event, config: RepoConfig, kinds: Kinds) -> Action |
     verb, args = parsed
     # Issue comments and PR conversation comments share this event; only PRs carry
     # `issue.pull_request` (https://docs.github.com/en/webhooks/webhook-events-and-payloads#issue_comment).
-    if "pull_request" not in issue:
+    # `/agent continue` also resumes a fix of an issue, on the issue itself.
+    if "pull_request" not in issue and verb != CONTINUE_VERB:
         return Ignored.NOT_ON_PR
     number = issue.get("number")
     if number is None:
