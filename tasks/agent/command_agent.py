@@ -61,7 +61,7 @@ class CommandAgent:
                 env={
                     "TASK_FILE": f"{WORKDIR}/{TASK_FILE}",
                     "USAGE_FILE": f"{WORKDIR}/{USAGE_FILE}",
-                    "TOKEN_BUDGET": str(budget.max_tokens),
+                    "AGENT_BUDGET": str(budget.max_tokens),
                 },
             )
         except SandboxError as exc:
