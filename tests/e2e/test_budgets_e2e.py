@@ -98,6 +98,9 @@ def test_a_job_stopped_at_its_budget_pushes_wip_and_continue_finishes_it(
     assert "repository's daily `agent_tokens` budget (1200 of 1000 spent)" in status.body
     assert f"`{wip}`" in status.body and "`/agent continue`" in status.body
     assert "Done:" in status.body and "Remaining:" in status.body
+    metrics = world.client.get("/metrics").get_data(as_text=True)
+    stops = 'onloop_budget_stops_total{budget="agent_tokens",outcome="budget_reached"} 1.0'
+    assert stops in metrics
 
     # Asked again the same day, the budget is still used up: refused before it starts.
     again = world.wait(comment_on_issue(world, issue.number, "/agent continue", "carol"))
