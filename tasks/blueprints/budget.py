@@ -96,11 +96,13 @@ def record_agent(ctx: JobContext, result: AgentResult) -> None:
 def stopped_message(change: Change, branch: str | None, line: Line) -> str:
     """The status comment of a job stopped at its budget: done, remaining, how to go on."""
     now = utcnow()
-    where = (
-        f"What it has is pushed to `{branch}` ({(change.new_sha or '')[:7]})."
-        if branch
-        else "It had changed nothing yet, so nothing was pushed."
-    )
+    if branch:
+        where = f"What it has is pushed to `{branch}` ({(change.new_sha or '')[:7]})."
+    elif change.violations:
+        rules = "; ".join(change.violations)
+        where = f"Its change so far breaks the blast-radius rules ({plain(rules)}): not pushed."
+    else:
+        where = "It had changed nothing yet, so nothing was pushed."
     last = plain((change.agent.summary if change.agent else "")[:300]) or "none"
     return (
         f"onloop stopped this job mid-way: it reached {line.said()}. {where}\n\n"

@@ -25,6 +25,7 @@ from app.policy.budgets import (
 )
 from app.policy.org_config import effective_config, parse_org_config, raised_budgets
 from app.policy.repo_config import RepoConfig, parse_repo_config
+from tasks.runner.repo_settings import LoadedConfig
 from tests.doubles.webhooks import load_fixture
 
 ORG = """
@@ -97,3 +98,9 @@ def test_agent_continue_is_routed_on_an_issue_and_on_a_pull_request() -> None:
     assert (
         decide(Event(name="issue_comment", delivery_guid="g", data=on_issue), RepoConfig()) is None
     )
+
+
+def test_a_raised_budget_is_reported_with_the_other_keys_of_no_effect() -> None:
+    loaded = LoadedConfig(RepoConfig(), raised=["budgets.jobs"])
+    (said,) = loaded.ignored()
+    assert "budgets above the organisation's, refused" in said and "`budgets.jobs`" in said
