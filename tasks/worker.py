@@ -25,6 +25,7 @@ from tasks.blueprints.fix_ci import run_fix_ci
 from tasks.blueprints.fix_issue import run_fix_issue
 from tasks.blueprints.rebase import run_rebase
 from tasks.blueprints.replies import run_cancel, run_help, run_status
+from tasks.blueprints.resume import run_continue
 from tasks.blueprints.review import run_review
 from tasks.feedback import listeners as feedback
 from tasks.queue import redeliver
@@ -49,6 +50,7 @@ RUNNERS: Mapping[str, Runner] = {
     Kind.CANCEL: run_cancel,
     Kind.STATUS: run_status,
     Kind.ALLOW: run_allow,
+    Kind.CONTINUE: run_continue,
 }
 
 

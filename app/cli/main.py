@@ -13,7 +13,7 @@ import requests
 from github import GithubException
 from pydantic import ValidationError
 
-from app.cli import admin, sandbox, setup
+from app.cli import admin, jobs, sandbox, setup
 from app.cli.common import check_migrated, check_org_file, parse_since, settings_or_exit
 from app.cli.dev import DEV_SECRETS, run_dev, stored_dev_secrets
 from app.cli.doctor import explain_failure, run_doctor
@@ -188,7 +188,15 @@ def db_upgrade(revision: str) -> None:
     click.echo(f"database at {migrate.current(settings.database_url)}")
 
 
-for command in (admin.pause, admin.resume, admin.audit, setup.setup, setup.beat, sandbox.sandbox):
+for command in (
+    admin.pause,
+    admin.resume,
+    admin.audit,
+    jobs.jobs,
+    setup.setup,
+    setup.beat,
+    sandbox.sandbox,
+):
     main.add_command(command)
 
 

@@ -9,8 +9,8 @@ from types import MappingProxyType
 
 
 class Kind(StrEnum):
-    """The built-in job kinds. The first four do work in a sandbox; help, cancel and status
-    answer; allow opens a pull request."""
+    """The built-in job kinds. The first four and CONTINUE work in a sandbox; help, cancel and
+    status answer; allow opens a pull request."""
 
     FIX_ISSUE = "fix_issue"
     REBASE_PR = "rebase_pr"
@@ -20,6 +20,7 @@ class Kind(StrEnum):
     CANCEL = "cancel"
     STATUS = "status"
     ALLOW = "allow"  # a PR adding the hosts setup was refused to `sandbox.egress`
+    CONTINUE = "continue"  # a job stopped at its daily budget, resumed from its WIP branch
 
 
 # The installation token every job gets (for its one repository): reads, plus onloop's own
@@ -76,6 +77,9 @@ KINDS: Kinds = MappingProxyType(
                 ),
             ),
             KindSpec(Kind.REVIEW_PR, verb="review", sandboxed=True, config_key="review"),
+            KindSpec(
+                Kind.CONTINUE, verb="continue", sandboxed=True, config_key="fix", on_issues=True
+            ),
             KindSpec(Kind.HELP, verb="help", sandboxed=False),
             KindSpec(Kind.CANCEL, verb="cancel", sandboxed=False),
             KindSpec(Kind.STATUS, verb="status", sandboxed=False),

@@ -63,6 +63,9 @@ class Settings(BaseSettings):
     agent_max_steps: int = Field(default=30, ge=1)  # model turns per agentic step
     agent_wall_seconds: int = Field(default=900, ge=10)
     agent_max_tokens: int = Field(default=200_000, ge=1000)
+    # The price of each model, for the budgets' estimated cost: JSON, model → USD per 1M
+    # tokens, e.g. {"gpt-4o-mini": {"input": 0.15, "output": 0.6}}; a model not named costs 0.
+    model_prices: dict[str, dict[str, float]] = Field(default_factory=dict)
 
     # Not in the design's table, but named the same way.
     fix_label: str = "agent:fix"

@@ -34,6 +34,11 @@ METRICS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "github_rate_limit_remaining": ("gauge", "GitHub rate limit left, last seen", ("token",)),
     "pull_requests_opened": ("counter", "Pull requests onloop opened, by job kind", ("kind",)),
     "pull_requests_closed": ("counter", "onloop's pull requests closed, by outcome", ("outcome",)),
+    "budget_stops": (
+        "counter",
+        "Jobs a daily budget refused (over_budget) or stopped mid-way (budget_reached)",
+        ("outcome", "budget"),
+    ),
 }
 
 

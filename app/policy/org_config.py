@@ -200,6 +200,27 @@ def _union(org: list[str], repo: list[str]) -> list[str]:
     return [*org, *(p for p in repo if p not in org)]
 
 
+BUDGET_KEYS = ("agent_tokens", "cost_usd", "sandbox_minutes", "jobs")
+
+
+def _lower(org: float | None, repo: float | None) -> float | None:
+    """A budget: the smaller of the two; no limit only when neither sets one."""
+    if org is None or repo is None:
+        return repo if org is None else org
+    return min(org, repo)
+
+
+def raised_budgets(org: RepoConfig, repo: RepoConfig) -> list[str]:
+    """The repository's `budgets:` keys that ask for more than the organisation's (refused:
+    the organisation's value stays in force)."""
+    raised = []
+    for name in BUDGET_KEYS:
+        mine, theirs = getattr(org.budgets, name), getattr(repo.budgets, name)
+        if mine is not None and theirs is not None and theirs > mine:
+            raised.append(f"budgets.{name}")
+    return raised
+
+
 def effective_config(org: RepoConfig, repo: RepoConfig) -> RepoConfig:
     """The config a job runs under. What the repository did not set comes from the org; what
     it set may only narrow: commands intersect, auto_fix_ci needs both, attempts, limits and
@@ -231,6 +252,7 @@ def effective_config(org: RepoConfig, repo: RepoConfig) -> RepoConfig:
         ("review", {"request_changes": lambda o, r: o and r}),
         ("paths", {"deny": _union}),
         ("limits", {"max_files": min, "max_changed_lines": min, "max_file_bytes": min}),
+        ("budgets", {name: _lower for name in BUDGET_KEYS}),
     ):
         org_part, repo_part = getattr(org, section), getattr(repo, section)
         top[section] = _narrow_section(org_part, repo_part, rules, _given(repo, section))

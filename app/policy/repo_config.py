@@ -28,7 +28,12 @@ Verb = Literal["fix", "rebase", "review"]
 EFFECTIVE = "effective"  # validation context key: the merged organisation + repository config
 # Keys only the organisation file (ONLOOP_CONFIG_FILE) sets: a repository's file that sets one
 # hears so beside its unknown keys, and effective_config keeps the organisation's value.
-ORG_ONLY = ("sandbox.images", "sandbox.untrusted_egress", "sandbox.private_indexes")
+ORG_ONLY = (
+    "sandbox.images",
+    "sandbox.untrusted_egress",
+    "sandbox.private_indexes",
+    "budgets.installation",
+)
 
 
 def _all_commands() -> list[Verb]:
@@ -103,6 +108,22 @@ class ReviewConfig(_Section):
     request_changes: bool = False  # `/agent review` may request changes (never approves)
 
 
+class BudgetLimits(_Section):
+    """What may be spent in one UTC day; None: no limit."""
+
+    agent_tokens: int | None = Field(default=None, ge=0)  # input + output tokens
+    cost_usd: float | None = Field(default=None, ge=0)  # estimated from ONLOOP_MODEL_PRICES
+    sandbox_minutes: float | None = Field(default=None, ge=0)
+    jobs: int | None = Field(default=None, ge=0)  # sandboxed jobs started
+
+
+class BudgetsConfig(BudgetLimits):
+    """`budgets:` per repository per day; `installation` (the organisation file's alone) per
+    installation per day. A repository's file may only lower the organisation's."""
+
+    installation: BudgetLimits = Field(default_factory=BudgetLimits)
+
+
 class RepoConfig(_Section):
     """Every key is optional; unknown keys are kept aside and reported, not fatal."""
 
@@ -116,6 +137,7 @@ class RepoConfig(_Section):
     paths: PathsConfig = Field(default_factory=PathsConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     review: ReviewConfig = Field(default_factory=ReviewConfig)
+    budgets: BudgetsConfig = Field(default_factory=BudgetsConfig)
 
     def allows(self, verb: str) -> bool:
         return verb not in ALLOWED_COMMANDS or verb in self.commands

@@ -5,7 +5,7 @@ from __future__ import annotations
 from flask import Flask, Response, jsonify
 from werkzeug.exceptions import HTTPException
 
-from app.core.kinds import KINDS, Kinds
+from app.core.kinds import KINDS, Kinds, sandboxed
 from app.core.logs import get_logger
 from app.core.settings import Settings
 from app.core.telemetry import Telemetry
@@ -30,7 +30,7 @@ def create_app(
     app.extensions[EXTENSION] = Onloop(
         settings=settings,
         db=database,
-        metrics=Metrics(database, Telemetry(settings.redis_url)),
+        metrics=Metrics(database, Telemetry(settings.redis_url), settings, sandboxed(kinds)),
         log=get_logger("onloop.web"),
         kinds=kinds,
     )

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 
+from app.core.kinds import SANDBOXED
 from app.core.queues import QUEUE
+from app.core.settings import Settings
 from app.core.telemetry import RedisCollector, Telemetry
+from app.policy.budget_report import report
+from app.policy.budgets import Budget
+from app.policy.repo_config import ConfigError
 from app.store.db import Database
 from app.store.models import Job, Outbox
 
@@ -45,14 +50,46 @@ class _JobCollector(Collector):
                 pass
 
 
+class _BudgetCollector(Collector):
+    """Today's spend and limits per budget, repository and installation, at scrape time."""
+
+    def __init__(self, db: Database, settings: Settings, kinds: Sequence[str]) -> None:
+        self.db, self.settings, self.kinds = db, settings, kinds
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        names = ["budget", "scope", "name"]
+        spent = GaugeMetricFamily("onloop_budget_spent", "Spent today (UTC)", labels=names)
+        limit = GaugeMetricFamily("onloop_budget_limit", "Daily budget", labels=names)
+        try:
+            rows = report(self.db, self.settings, self.kinds)
+        except ConfigError:  # the organisation file is unusable: `onloop doctor` says why
+            return
+        for row in rows:
+            for budget in Budget:
+                labels = [budget.value, row.scope.value, row.name]
+                spent.add_metric(labels, row.spent.of(budget))
+                if (value := row.limit(budget)) is not None:
+                    limit.add_metric(labels, value)
+        yield spent
+        yield limit
+
+
 class Metrics:
     """The registry one process exposes on /metrics, and its writer of delivery counts."""
 
-    def __init__(self, db: Database, writer: Telemetry) -> None:
+    def __init__(
+        self,
+        db: Database,
+        writer: Telemetry,
+        settings: Settings | None = None,
+        kinds: Sequence[str] = SANDBOXED,
+    ) -> None:
         self.registry = CollectorRegistry()
         self.writer = writer
         self.registry.register(_JobCollector(db, self.writer))
         self.registry.register(RedisCollector(self.writer))
+        if settings is not None:
+            self.registry.register(_BudgetCollector(db, settings, kinds))
 
     def delivery(self, event: str, outcome: str) -> None:
         self.writer.inc("deliveries", event=event, outcome=outcome)

@@ -93,6 +93,9 @@ class AgentResult:
     stopped: Stop = Stop.FINISHED
     transcript_tail: str = ""  # the last few KB of what happened (no secrets)
     findings: list[Finding] = field(default_factory=list)
+    tokens_in: int = 0  # prompt tokens, as reported (for the budgets' cost)
+    tokens_out: int = 0  # completion tokens
+    model: str = ""  # what ONLOOP_MODEL_PRICES prices it by
 
     @property
     def finished(self) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -10,10 +11,13 @@ from tasks.agent.base import AgentResult, AgentTask, Budget, Stop, Transcript, t
 from tasks.sandbox.base import WORKDIR, Sandbox, SandboxError
 
 TASK_FILE = "TASK.md"
-# Keep TASK.md out of `git add -A` in case the agent commits (it is removed afterwards too).
+# Where the command may report what it used: {"input_tokens": n, "output_tokens": n, "model": m}.
+USAGE_FILE = ".onloop-usage.json"
+# Keep TASK.md and the usage file out of `git add -A` (both are removed afterwards too).
 _EXCLUDE = (
     "[ -d .git ] || exit 0; mkdir -p .git/info && touch .git/info/exclude && "
-    "{ grep -qxF /TASK.md .git/info/exclude || echo /TASK.md >> .git/info/exclude; }"
+    "{ grep -qxF /TASK.md .git/info/exclude || echo /TASK.md >> .git/info/exclude; } && "
+    f"{{ grep -qxF /{USAGE_FILE} .git/info/exclude || echo /{USAGE_FILE} >> .git/info/exclude; }}"
 )
 
 
@@ -54,13 +58,18 @@ class CommandAgent:
                 ["/bin/sh", "-c", "exec 2>&1\n" + self.command],  # one stream, in order
                 timeout=timeout,
                 cancel=cancel,
-                env={"TASK_FILE": f"{WORKDIR}/{TASK_FILE}"},
+                env={
+                    "TASK_FILE": f"{WORKDIR}/{TASK_FILE}",
+                    "USAGE_FILE": f"{WORKDIR}/{USAGE_FILE}",
+                    "AGENT_BUDGET": str(budget.max_tokens),
+                },
             )
         except SandboxError as exc:
             stopped = Stop.CANCELLED if cancel.is_set() else Stop.ERROR
             return AgentResult(ran=True, summary=f"the sandbox went away: {exc}", stopped=stopped)
         finally:
             _restore(sandbox, previous)
+        used = _usage(sandbox)
         output = done.output
         transcript.add(output, max_chars=self.tail_chars, tail=True)
         elapsed = time.monotonic() - begun
@@ -70,15 +79,45 @@ class CommandAgent:
             stopped, summary = Stop.WALL_TIME, f"the agent command ran out of time ({elapsed:.0f}s)"
         elif done.exit_code != 0:
             stopped, summary = Stop.ERROR, f"the agent command exited with code {done.exit_code}"
+        elif used[0] + used[1] >= budget.max_tokens:
+            stopped = Stop.MAX_TOKENS
+            summary = f"stopped after {used[0] + used[1]} tokens (the token budget)"
+            summary += "\n" + _last_lines(output)
         else:
             stopped, summary = Stop.FINISHED, _last_lines(output) or "the agent command finished"
         return AgentResult(
             ran=True,
             summary=summary,
             steps=1,
+            tokens=used[0] + used[1],
             stopped=stopped,
             transcript_tail=transcript.tail(),
+            tokens_in=used[0],
+            tokens_out=used[1],
+            model=used[2],
         )
+
+
+def _usage(sandbox: Sandbox) -> tuple[int, int, str]:
+    """What the command reported in $USAGE_FILE (input, output tokens, model), then removed;
+    nothing reported (or not readable as such) counts as none."""
+    if sandbox.stopped:
+        return 0, 0, ""
+    try:
+        raw = ws.read_bytes(sandbox, USAGE_FILE, limit=10_000)
+        ws.remove_file(sandbox, USAGE_FILE)
+        data = json.loads(raw.decode("utf-8"))
+    except (ws.ToolError, SandboxError, ValueError):
+        return 0, 0, ""
+    if not isinstance(data, dict):
+        return 0, 0, ""
+
+    def count(name: str) -> int:
+        value = data.get(name)
+        return value if isinstance(value, int) and value > 0 else 0
+
+    model = data.get("model")
+    return count("input_tokens"), count("output_tokens"), model if isinstance(model, str) else ""
 
 
 def _restore(sandbox: Sandbox, previous: bytes | None) -> None:

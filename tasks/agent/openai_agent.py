@@ -73,6 +73,8 @@ class _Run:
     messages: list[dict[str, Any]] = field(default_factory=list)
     steps: int = 0
     tokens: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
     retries: int = 0
 
 
@@ -136,6 +138,9 @@ class OpenAIAgent:
             stopped=stopped,
             transcript_tail=run.transcript.tail(),
             findings=list(tools.findings),
+            tokens_in=run.tokens_in,
+            tokens_out=run.tokens_out,
+            model=self.model,
         )
 
     def _loop(self, run: _Run, tools: ToolBox) -> str:
@@ -146,6 +151,8 @@ class OpenAIAgent:
             reply = self._complete(run, specs)
             run.steps += 1
             run.tokens += _tokens(reply.get("usage"))
+            run.tokens_in += _count(reply.get("usage"), "prompt_tokens")
+            run.tokens_out += _count(reply.get("usage"), "completion_tokens")
             message = _message(reply)
             content = message.get("content") or ""
             calls = message.get("tool_calls") or []
@@ -239,6 +246,12 @@ def _tokens(usage: object) -> int:
         return total
     parts = (usage.get("prompt_tokens"), usage.get("completion_tokens"))
     return sum(p for p in parts if isinstance(p, int) and p > 0)
+
+
+def _count(usage: object, name: str) -> int:
+    """One count of a turn's `usage` (0 when not reported)."""
+    value = usage.get(name) if isinstance(usage, dict) else None
+    return value if isinstance(value, int) and value > 0 else 0
 
 
 def _json(response: requests.Response) -> dict[str, Any]:

@@ -8,8 +8,10 @@ from enum import StrEnum
 from typing import Any
 
 from app.core.markdown import plain
+from app.policy.budgets import Line, reached
 from tasks.agent import Agent, AgentConfigError, AgentResult, AgentTask, budget_from, get_agent
 from tasks.blueprints import Step, run_steps
+from tasks.blueprints.budget import agent_budget, record_agent, today
 from tasks.blueprints.checks import Outcome, Plan, failures, plan, run_all, summary
 from tasks.blueprints.common import Work
 from tasks.runner.context import JobContext, JobFailed
@@ -49,6 +51,7 @@ class Change:
     new_sha: str | None = None
     violations: list[str] = field(default_factory=list)
     outcome: ChangeOutcome | None = None
+    budget: Line | None = None  # the daily budget the agent step used up, when it did
 
     def ran(self) -> str:
         """What ran, as Markdown lines."""
@@ -116,8 +119,12 @@ def _agent(change: Change) -> str | None:
     agent = configured_agent(change.work.ctx)
     if agent is None:
         return "no agent configured"
-    ctx = change.work.ctx
-    change.agent = agent.run(change.box, change.task, budget_from(ctx.settings), ctx.cancel)
+    ctx, config = change.work.ctx, change.work.config
+    allowed = agent_budget(ctx, config, budget_from(ctx.settings))
+    change.agent = agent.run(change.box, change.task, allowed, ctx.cancel)
+    record_agent(ctx, change.agent)
+    if not change.agent.finished:
+        change.budget = reached(today(ctx, config))
     return f"{change.agent.stopped}: {change.agent.summary}\n{change.agent.transcript_tail}"
 
 
@@ -130,11 +137,15 @@ def configured_agent(ctx: JobContext) -> Agent | None:
 
 
 def _fixers(change: Change) -> str | None:
+    if change.budget is not None:
+        return "not run: the daily budget is used up"
     change.fixes = run_all(change.box, change.plan.fix)
     return summary(change.fixes) or "no fixers"
 
 
 def _validate(change: Change) -> str | None:
+    if change.budget is not None:
+        return "not run: the daily budget is used up"
     change.validation = run_all(change.box, change.plan.validation)
     if not all(o.ok for o in change.validation):
         change.outcome = ChangeOutcome.UNVALIDATED
@@ -175,10 +186,13 @@ def make_change(
     trust: HeadTrust,
     refs: Sequence[str] = (),
     trailers: Sequence[str] = (),
+    base: str | None = None,
 ) -> Change:
     """Check out `rev` in a sandbox (`trust`: of the code at `rev`) and run the steps; the
-    sandbox is gone afterwards."""
+    sandbox is gone afterwards. `base` (default: `rev`) is what the guard checks the change
+    against: a continued job's is where the first run began."""
     with work.sandbox(rev, trust=trust, branch=branch, refs=refs) as js:
-        change = Change(work, js.sandbox, task.kind, task, subject, trailers, base=js.sha)
+        start = base or js.sha
+        change = Change(work, js.sandbox, task.kind, task, subject, trailers, base=start)
         run_steps(work.ctx, STEPS, change)
     return change

@@ -11,10 +11,12 @@ from functools import cached_property
 from github.Repository import Repository
 
 import app.github.clients as gh
+from app.policy.budgets import add_usage
 from app.policy.egress import narrow_egress
 from app.policy.repo_config import RepoConfig, UntrustedEgress
 from app.store import audit
 from tasks.blueprints import pushes, refusals
+from tasks.blueprints.budget import check_start
 from tasks.blueprints.heads import setup_failed
 from tasks.blueprints.pulls import PullRef
 from tasks.blueprints.pushes import TRAILER
@@ -146,7 +148,11 @@ class Work:
                     advice = refusals.ADVICE if proposed else ""
                     self.ctx.notes.append(refusal_message(js.refused, advice))
                 self.ctx.meter.observe("sandbox_start_seconds", time.monotonic() - started)
-                yield js
+                try:
+                    yield js
+                finally:  # the sandbox's time, for the daily `sandbox_minutes` budget
+                    spent = time.monotonic() - started
+                    add_usage(self.ctx.db, self.ctx.job.id, sandbox_seconds=spent)
         except SetupFailed as exc:
             if self.ctx.cancel.is_set():
                 raise Cancelled() from None
@@ -270,7 +276,9 @@ def begin(
     with ctx.step("policy") as step:
         loaded = effective_config(ctx, repo)
         role = check_policy(ctx, repo, loaded, login, pull)
+        budgets = check_start(ctx, loaded.config)
         step.output = f"@{login} is {role}; {loaded.config.trigger_permission} needed"
+        step.output += f"; budgets: {budgets or 'none'}"
     with ctx.step("authorization"):
         try:
             token = user_token(ctx, login, ctx.job.requested_by_id)

@@ -16,6 +16,7 @@ from app.core.markdown import inline_code
 from app.github.comments import upsert_comment
 from tasks.agent import AgentTask, Quoted
 from tasks.blueprints import Step, run_steps
+from tasks.blueprints.budget import stop_at_budget
 from tasks.blueprints.change import STEPS as CHANGE_STEPS
 from tasks.blueprints.change import Change, ChangeOutcome, make_change
 from tasks.blueprints.common import Work, act_as, begin, installation_repo
@@ -108,6 +109,8 @@ def _change(state: FixCI) -> None:
         subject=f"Fix CI: {names}",
         trailers=[KIND_TRAILER],
     )
+    if state.change.budget is not None:  # never onto the PR's own branch: its WIP branch
+        stop_at_budget(state.change, state.change.budget, state.head_sha)
     state.outcome = state.change.outcome
 
 

@@ -12,6 +12,7 @@ from app.core.kinds import Kind
 from app.intake.commands import issue_digest
 from tasks.agent import AgentTask, Quoted
 from tasks.blueprints import Step, run_steps
+from tasks.blueprints.budget import stop_at_budget
 from tasks.blueprints.change import STEPS as CHANGE_STEPS
 from tasks.blueprints.change import Change, ChangeOutcome, configured_agent, make_change
 from tasks.blueprints.common import Work, begin, installation_repo
@@ -81,7 +82,7 @@ def _open_or_update(state: FixIssue) -> PullRequest:
     return pr
 
 
-def _as_labelled(ctx: JobContext, work: Work, issue: Issue) -> str:
+def as_labelled(ctx: JobContext, work: Work, issue: Issue, pinned: str | None = None) -> str:
     """What the step says when the issue reads as it did when it was labelled; otherwise
     JobFailed, whose message asks for the label again: the job may run hours after the
     label (waiting for a sign-in, queued behind the caps), and the text must not have been
@@ -93,7 +94,7 @@ def _as_labelled(ctx: JobContext, work: Work, issue: Issue) -> str:
     one-second resolution, so an edit in the labelling's second keeps it. The issue is read
     here anyway, so comparing its text costs no extra request. A job without a recorded
     digest (recorded before onloop kept one) is treated as changed."""
-    pinned = ctx.params.get("issue_sha256")
+    pinned = pinned or ctx.params.get("issue_sha256")
     if pinned and issue_digest(issue.title, issue.body) == pinned:
         return f"unchanged since the label ({ctx.params.get('issue_updated_at') or 'time unknown'})"
     # Said in the job's status comment, which onloop keeps as the one comment for a job's
@@ -104,15 +105,18 @@ def _as_labelled(ctx: JobContext, work: Work, issue: Issue) -> str:
 AFTER: list[Step[FixIssue]] = [Step("push", _push), Step("pr", _open_pr)]
 
 
+PLAN = [
+    "policy",
+    "authorization",
+    "issue",
+    "branch",
+    *(s.name for s in CHANGE_STEPS),
+    *(s.name for s in AFTER),
+]
+
+
 def run_fix_issue(ctx: JobContext) -> dict[str, Any]:
-    ctx.plan = [
-        "policy",
-        "authorization",
-        "issue",
-        "branch",
-        *(s.name for s in CHANGE_STEPS),
-        *(s.name for s in AFTER),
-    ]
+    ctx.plan = list(PLAN)
     found = installation_repo(ctx)
     work = begin(ctx, "fix", found)
     if configured_agent(ctx) is None:
@@ -120,8 +124,22 @@ def run_fix_issue(ctx: JobContext) -> dict[str, Any]:
     assert ctx.job.number is not None
     issue = work.repo.get_issue(ctx.job.number)
     with ctx.step("issue") as record:
-        record.output = _as_labelled(ctx, work, issue)
+        record.output = as_labelled(ctx, work, issue)
     base_sha = work.repo.get_branch(work.repo.default_branch).commit.sha
+    return fix(ctx, work, issue, base_sha)
+
+
+def fix(
+    ctx: JobContext,
+    work: Work,
+    issue: Issue,
+    base_sha: str,
+    *,
+    resume: str | None = None,
+    pinned: str | None = None,
+) -> dict[str, Any]:
+    """The change for `issue` over `base_sha` (from `resume`, a WIP tip, when continuing),
+    pushed to its branch with a PR; a job at its daily budget stops onto its WIP branch."""
     ctx.head_sha = base_sha
     state = FixIssue(work, issue, base_sha, f"onloop/issue-{issue.number}")
     with ctx.step("branch") as record:
@@ -132,14 +150,19 @@ def run_fix_issue(ctx: JobContext) -> dict[str, Any]:
         f"# {issue.title}\n\n{issue.body or ''}",
         "markdown",
     )
+    body = RESUMED if resume else ""
     state.change = make_change(
         work,
-        AgentTask(Kind.FIX_ISSUE, f"Fix issue #{issue.number}", "", quoted=(text,)),
-        rev=base_sha,
+        AgentTask(Kind.FIX_ISSUE, f"Fix issue #{issue.number}", body, quoted=(text,)),
+        rev=resume or base_sha,
+        base=base_sha,
         branch=state.branch,
-        trust=HeadTrust.TRUSTED,  # the default branch's tip
+        trust=HeadTrust.TRUSTED,  # the default branch's tip, or onloop's own WIP on it
         subject=f"Fix #{issue.number}: {issue.title}"[:72],
     )
+    if state.change.budget is not None:
+        pinned = pinned or ctx.params.get("issue_sha256")
+        stop_at_budget(state.change, state.change.budget, base_sha, issue_sha256=pinned)
     run_steps(ctx, AFTER, state)
     result: dict[str, Any] = {"outcome": state.outcome, **state.change.result()}
     if state.pr is not None:
@@ -149,3 +172,10 @@ def run_fix_issue(ctx: JobContext) -> dict[str, Any]:
     if state.outcome is not None and state.outcome in failed:
         raise JobFailed(state.change.report(state.outcome), **result)
     return result
+
+
+# What a continued job's agent is told, in onloop's words.
+RESUMED = (
+    "An earlier run of this job stopped at its daily budget. Its work so far is already "
+    "committed in the workspace: continue from it and finish the task."
+)

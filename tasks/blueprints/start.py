@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 from github.Repository import Repository
 from sqlalchemy import update
 
@@ -10,6 +12,7 @@ from app.core.kinds import Kind
 from app.core.markdown import inline_code
 from app.github.comments import upsert_comment
 from app.policy import governance
+from app.policy.org_config import raised_budgets
 from app.policy.repo_config import ConfigError
 from app.store.models import Job
 from tasks.blueprints.gate import Asker, refuse_outsider
@@ -56,6 +59,8 @@ def effective_config(ctx: JobContext, repo: Repository) -> LoadedConfig:
     would drop the repository's stricter settings (`trigger_permission`, `commands`,
     `paths.deny`) on one typo."""
     loaded = load_repo_config(ctx.db, repo)
+    with contextlib.suppress(ConfigError):  # a bad organisation file is refused below
+        loaded.raised = raised_budgets(ctx.org_config.load(ctx.settings), loaded.config)
     report_config_problems(ctx, repo, loaded)
     if loaded.error is not None:
         raise JobFailed(

@@ -28,6 +28,7 @@ class LoadedConfig:
     error: ConfigError | None = None
     org_only: list[str] = field(default_factory=list)
     text: str | None = None  # the file as read (None: there is none)
+    raised: list[str] = field(default_factory=list)  # budgets above the organisation's
 
     def ignored(self) -> list[str]:
         """One Markdown sentence for each kind of key set to no effect. The names are the
@@ -36,6 +37,7 @@ class LoadedConfig:
         for keys, what in (
             (self.unknown, "keys onloop does not know"),
             (self.org_only, "keys only the organisation file (ONLOOP_CONFIG_FILE) sets"),
+            (self.raised, "budgets above the organisation's, refused (they may only lower it)"),
         ):
             if keys:
                 names = ", ".join(inline_code(k) for k in keys)

@@ -140,6 +140,8 @@ def test_token_budget_stops_the_run(box: Sandbox, key: str) -> None:
         result = run(double, key, box, FIX, max_tokens=4000)
     assert result.stopped is Stop.MAX_TOKENS
     assert len(double.requests) == 3 and result.tokens == 4500
+    # Input and output are kept apart for the budgets' cost (ONLOOP_MODEL_PRICES).
+    assert (result.tokens_in, result.tokens_out) == (3375, 1125)
 
 
 def test_retry_budget_is_per_job(box: Sandbox, key: str) -> None:

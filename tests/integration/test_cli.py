@@ -68,7 +68,7 @@ def test_help_lists_every_command_without_loading_the_heavy_parts(tmp_path: Path
     )
     assert result.returncode == 0, result.stderr
     commands = ["audit", "beat", "db", "dev", "doctor", "pause", "redeliver", "replay"]
-    commands += ["resume", "sandbox", "setup", "web", "worker"]
+    commands += ["jobs", "resume", "sandbox", "setup", "web", "worker"]
     for command in commands:
         assert f"\n  {command} " in result.stdout, result.stdout
     assert result.stdout.rstrip().endswith("\n[]"), result.stdout

@@ -1,7 +1,7 @@
 """deployment: the stable id this deployment's sandboxes are labelled with
 
 Revision ID: 0007
-Revises: 0005
+Revises: 0006
 Create Date: 2026-12-04 06:45:00
 """
 
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0007"
-down_revision = "0005"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 
