@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+
+import redis
 from redis import Redis
 
 # Take `key` for `holder` (a job id) for `seconds`: 1 when it was free or is already the
@@ -18,11 +21,21 @@ class Once:
     """Keys that one holder takes for a period (Redis `SET NX EX`); built once by the worker,
     on the Redis it uses for its caps. The keys expire by themselves: nothing to clean up."""
 
-    def __init__(self, redis: Redis, *, prefix: str = "onloop") -> None:
-        self.prefix = prefix
-        self._take = redis.register_script(_TAKE)
+    def __init__(self, client: Redis, *, prefix: str = "onloop", patience: float = 60.0) -> None:
+        self.prefix, self.patience = prefix, patience
+        self._take = client.register_script(_TAKE)
 
     def first(self, key: str, holder: str, seconds: int) -> bool:
-        """Whether `holder` is the first in `seconds` to take `key` (or took it already)."""
+        """Whether `holder` is the first in `seconds` to take `key` (or took it already).
+        While Redis does not answer it asks again, with backoff, for up to `patience` seconds:
+        a reply waits out a short outage rather than failing its job (or answering twice)."""
         name = f"{self.prefix}:once:{key}"
-        return bool(self._take(keys=[name], args=[holder, max(1, int(seconds))]))
+        deadline, pause = time.monotonic() + self.patience, 0.25
+        while True:
+            try:
+                return bool(self._take(keys=[name], args=[holder, max(1, int(seconds))]))
+            except (redis.ConnectionError, redis.TimeoutError):
+                if time.monotonic() + pause > deadline:
+                    raise
+                time.sleep(pause)
+                pause = min(pause * 2, 5.0)

@@ -68,5 +68,8 @@ def test_16_slow_clients(stack: Stack) -> None:
         t.join()
     found = stack.figures("16 slow clients", sender, timeout=120)
     no_5xx(sender)
-    assert found.acknowledged == found.sent == count + 16, found
+    # Every delivery sent at a normal pace is acknowledged; the 16 that take longer than
+    # ONLOOP_WEB_READ_TIMEOUT to arrive are refused (4xx, never a 5xx), so they hold no
+    # thread and GitHub shows them failed, for `onloop redeliver`.
+    assert found.sent == count + 16 and found.acknowledged == count, found
     assert found.lost == 0 and found.duplicated == 0, stack.logs()

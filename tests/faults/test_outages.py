@@ -44,11 +44,6 @@ def test_fault_free(stack: Stack, baselines: dict[str, float]) -> None:
     baseline(stack, baselines)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="on main a job running when Redis stops fails (its Redis calls raise), and the "
-    "messages Redis lost wait for the ONLOOP_REPUBLISH_AFTER sweep (120 s)",
-)
 def test_redis_stopped_in_the_middle(stack: Stack, baselines: dict[str, float]) -> None:
     before = baseline(stack, baselines)
     fault = outage(stack.redis.stop, stack.redis.start, seconds(20))
