@@ -1,4 +1,4 @@
-"""`onloop jobs`: recent jobs, and today's spend against budget per repository."""
+"""`onloop jobs`: recent jobs, and today's spend against budget; `onloop jobs show ID`: one job."""
 
 from __future__ import annotations
 
@@ -49,13 +49,18 @@ def _line(row: dict[str, Any]) -> str:
     return f"{row['scope']} {row['name']}: " + ", ".join(parts)
 
 
-@click.command()
+@click.group(invoke_without_command=True)
 @click.option("--repo", default=None, help="owner/name")
 @click.option("--state", default=None, help="one state, e.g. running or failed")
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 1000))
 @click.option("--json", "as_json", is_flag=True, help="one JSON object")
-def jobs(repo: str | None, state: str | None, limit: int, as_json: bool) -> None:
+@click.pass_context
+def jobs(
+    ctx: click.Context, repo: str | None, state: str | None, limit: int, as_json: bool
+) -> None:
     """List recent jobs, newest first, and today's (UTC) spend against each daily budget."""
+    if ctx.invoked_subcommand is not None:
+        return
     settings = settings_or_exit()
     check_migrated(settings)
     db = Database(settings.database_url)
@@ -90,3 +95,35 @@ def jobs(repo: str | None, state: str | None, limit: int, as_json: bool) -> None
         click.echo("  " + _line(row))
     if not budgets:
         click.echo("  nothing spent today")
+
+
+@jobs.command("show")
+@click.argument("job_id", type=int)
+@click.option("--json", "as_json", is_flag=True, help="one JSON object")
+def show(job_id: int, as_json: bool) -> None:
+    """One job: what it was, who asked, its steps with their durations, and its result."""
+    settings = settings_or_exit()
+    check_migrated(settings)
+    db = Database(settings.database_url)
+    try:
+        with db.read() as s:
+            job = s.get(Job, job_id)
+            if job is None:
+                raise click.ClickException(f"no job {job_id}")
+            shown = _job(job) | {"steps": list(job.steps or []), "result": job.result or {}}
+    finally:
+        db.dispose()
+    if as_json:
+        click.echo(json.dumps(shown, default=str))
+        return
+    where = f"{shown['repo']}#{shown['number']}" if shown["number"] else shown["repo"]
+    click.echo(f"job {job_id}: {shown['kind']} on {where}, asked by {shown['requested_by']}")
+    click.echo(f"  state {shown['state']}, outcome {shown['outcome'] or '-'}")
+    for step in shown["steps"]:
+        took = step.get("duration")
+        line = f"  - {step.get('name')} ({step.get('kind')}): {step.get('state')}"
+        line += f", {took:.1f} s" if isinstance(took, int | float) else ""
+        click.echo(line + (f": {step['error']}" if step.get("error") else ""))
+    error = shown["result"].get("error")
+    if error:
+        click.echo(f"  error: {error}")

@@ -59,3 +59,28 @@ def test_jobs_lists_recent_jobs_and_todays_spend_against_budget(
     assert "budget_reached" in line and "tokens 1200" in line
     assert "repository octo/widgets: agent_tokens 1200/1000" in text.stdout
     assert "repository octo/gadgets: agent_tokens 0/1000" in text.stdout
+
+
+def test_jobs_show_prints_one_job_with_its_steps(
+    db: Database, database_url: str, tmp_path: Path
+) -> None:
+    job_id = add_job(db, "octo/widgets", JobState.FAILED, "budget_reached")
+    policy = {"name": "policy", "kind": "deterministic", "state": "succeeded", "duration": 0.2}
+    agent = {"name": "agent", "kind": "agent", "state": "failed", "duration": 12.5}
+    steps = [policy, agent | {"error": "out of tokens"}]
+    with db.transaction() as s:
+        row = s.get(Job, job_id)
+        assert row is not None
+        row.steps = steps
+        row.result = {"outcome": "budget_reached", "error": "the daily agent_tokens budget"}
+    env = clean_env(ONLOOP_DATABASE_URL=database_url)
+    text = onloop(["jobs", "show", str(job_id)], tmp_path, env)
+    assert text.returncode == 0, text.stderr
+    assert f"job {job_id}: fix_issue on octo/widgets#3, asked by carol" in text.stdout
+    assert "  - policy (deterministic): succeeded, 0.2 s" in text.stdout
+    assert "  - agent (agent): failed, 12.5 s: out of tokens" in text.stdout
+    assert "error: the daily agent_tokens budget" in text.stdout
+    shown = json.loads(onloop(["jobs", "show", str(job_id), "--json"], tmp_path, env).stdout)
+    assert shown["id"] == job_id and [s["name"] for s in shown["steps"]] == ["policy", "agent"]
+    missing = onloop(["jobs", "show", "999999"], tmp_path, env)
+    assert missing.returncode == 1 and "no job 999999" in missing.stderr
