@@ -36,6 +36,11 @@ ROUTES: list[Route] = [
     Route("GET", R, repos.get_repo),
     Route("GET", R + "/contents", repos.get_contents),
     Route("GET", R + "/contents/{path:path}", repos.get_contents),
+    Route(
+        "GET",
+        R + "/branches/{branch:path}/protection/required_signatures",
+        branches.required_signatures,
+    ),
     Route("GET", R + "/branches/{branch:path}", repos.get_branch),
     Route("GET", R + "/rules/branches/{branch:path}", branches.branch_rules),
     Route("GET", R + "/commits/{sha}/pulls", pulls.commit_pulls),

@@ -52,6 +52,17 @@ class Protections:
 
     protected: dict[str, set[str]] = field(default_factory=dict)  # repo (lower) → branches
     rulesets: list[Ruleset] = field(default_factory=list)
+    signed: dict[str, set[str]] = field(default_factory=dict)  # classic required_signatures
+
+    def require_signatures(self, repo: str, branch: str) -> None:
+        """Classic protection on `branch` whose one rule is "Require signed commits": pushes
+        of commits without a signature are refused (GH006), others go through."""
+        self.signed.setdefault(repo.lower(), set()).add(branch)
+
+    def signatures_required(self, repo: Repo, branch: str) -> bool:
+        return branch in self.signed.get(repo.full_name.lower(), set()) or any(
+            kind == "required_signatures" for _, kind in self.rules_for(repo, branch)
+        )
 
     def protect(self, repo: str, branch: str) -> None:
         """Classic branch protection on `branch` of `repo` (exact name)."""
@@ -80,7 +91,8 @@ class Protections:
 
     def is_protected(self, repo: Repo, branch: str) -> bool:
         """GitHub's `protected` flag: classic protection or any active ruleset on the branch."""
-        return self.classic(repo, branch) or bool(self.rules_for(repo, branch))
+        signed = branch in self.signed.get(repo.full_name.lower(), set())
+        return self.classic(repo, branch) or signed or bool(self.rules_for(repo, branch))
 
     def hook_env(self, root: Path, repo: Repo, env: dict[str, str]) -> dict[str, str]:
         """git config (as environment) adding the pre-receive hook to a push into `repo`,
@@ -89,7 +101,7 @@ class Protections:
         rulesets = [
             r for r in self.rulesets if r.repo.lower() == name and r.enforcement == "active"
         ]
-        if not self.protected.get(name) and not rulesets:
+        if not self.protected.get(name) and not rulesets and not self.signed.get(name):
             return {}
         hooks = root / "push-hooks"
         hook = hooks / "pre-receive"
@@ -101,6 +113,7 @@ class Protections:
         rules = {
             "default": repo.default_branch,
             "protected": sorted(self.protected.get(name, set())),
+            "signed": sorted(self.signed.get(name, set())),
             "rulesets": [{"include": r.include, "rules": r.rules} for r in rulesets],
         }
         return {
@@ -131,6 +144,37 @@ def branch_rules(ctx: Ctx) -> Response:
     return paginate(ctx, rules)
 
 
+def required_signatures(ctx: Ctx) -> Response:
+    """GET /repos/{o}/{r}/branches/{branch}/protection/required_signatures: 404 "Branch not
+    protected" without classic protection, else whether it requires signed commits
+    (https://docs.github.com/en/rest/branches/branch-protection#get-commit-signature-protection)."""
+    repo = ctx.repo()
+    authorize(ctx.state, ctx.identity, repo, "administration", "read", role="admin")
+    branch, protections = ctx.params["branch"], ctx.state.protections
+    signed = branch in protections.signed.get(repo.full_name.lower(), set())
+    if not (signed or protections.classic(repo, branch)):
+        raise ApiError(404, "Branch not protected")
+    return Response(200, {"url": f"{ctx.base_url}{ctx.path}", "enabled": signed})
+
+
+def unsigned(new: str) -> list[str]:
+    """The commits a push brings (reachable from `new`, from no ref yet) without a signature;
+    run in the repository by the pre-receive hook. The double's own commits made through
+    GraphQL createCommitOnBranch carry one (GitHub's web-flow signature)."""
+    listed = subprocess.run(
+        ["git", "rev-list", new, "--not", "--all"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    found = []
+    for sha in listed:
+        raw = subprocess.run(
+            ["git", "cat-file", "commit", sha], capture_output=True, text=True, check=True
+        ).stdout
+        header = raw.split("\n\n", 1)[0]
+        if not any(line.startswith("gpgsig ") for line in header.splitlines()):
+            found.append(sha)
+    return found
+
+
 def _broken(kind: str, old: str, new: str) -> bool:
     """Whether the ref update `old` → `new` breaks a rule of type `kind`."""
     if kind == "creation":
@@ -139,6 +183,8 @@ def _broken(kind: str, old: str, new: str) -> bool:
         return new == ZERO
     if kind in ("update", "pull_request", "required_status_checks"):
         return old != ZERO and new != ZERO
+    if kind == "required_signatures":
+        return new != ZERO and bool(unsigned(new))
     if kind == "non_fast_forward" and old != ZERO and new != ZERO:
         return subprocess.run(["git", "merge-base", "--is-ancestor", old, new]).returncode != 0
     return False
@@ -159,6 +205,11 @@ def pre_receive(lines: list[str]) -> int:
         branch = ref.removeprefix("refs/heads/")
         if branch in rules.get("protected", []):
             print(f"error: GH006: Protected branch update failed for {ref}.", file=sys.stderr)
+            status = 1
+            continue
+        if branch in rules.get("signed", []) and new != ZERO and unsigned(new):
+            print(f"error: GH006: Protected branch update failed for {ref}.", file=sys.stderr)
+            print("error: Commits must have verified signatures.", file=sys.stderr)
             status = 1
             continue
         for ruleset in rulesets:
