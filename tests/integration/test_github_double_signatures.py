@@ -9,6 +9,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from github import Auth, Github
+
 from tests.doubles.github import GitHubDouble
 
 REPO = "octo/signed"
@@ -66,3 +68,58 @@ def test_unsigned_pushes_are_refused_where_signatures_are_required(
     status, rules = get("rules/branches/onloop/issue-1")  # metadata: read is enough
     assert status == 200 and isinstance(rules, list)
     assert [r["type"] for r in rules] == ["required_signatures"]
+
+
+def test_create_commit_on_branch_makes_a_verified_commit_as_the_user(
+    github_double: GitHubDouble,
+) -> None:
+    double = github_double
+    double.create_repo(REPO, files={"README.md": "hi\n", "old.txt": "x\n"})
+    double.set_permission(REPO, "alice", "write")
+    double.protections.add_ruleset(REPO, ["~ALL"], ["required_signatures"])
+    double.create_branch(REPO, "onloop/issue-1")
+    head = double.branch_sha(REPO, "onloop/issue-1")
+    client = Github(auth=Auth.Token(double.issue_user_token("alice")), base_url=double.api_url)
+    mutation = (
+        "mutation($input: CreateCommitOnBranchInput!) "
+        "{ createCommitOnBranch(input: $input) { commit { oid } } }"
+    )
+
+    def create(expected: str | None) -> dict[str, object]:
+        given = {
+            "branch": {"repositoryNameWithOwner": REPO, "branchName": "onloop/issue-1"},
+            "message": {"headline": "Fix it", "body": "Onloop-Job: 7"},
+            "fileChanges": {
+                "additions": [{"path": "a/new.txt", "contents": "bmV3Cg=="}],
+                "deletions": [{"path": "old.txt"}],
+            },
+            "expectedHeadOid": expected,
+        }
+        _, data = client.requester.requestJsonAndCheck(
+            "POST",
+            client.requester.graphql_url,
+            input={"query": mutation, "variables": {"input": given}},
+        )
+        return data
+
+    made = create(head)
+    sha = made["data"]["createCommitOnBranch"]["commit"]["oid"]  # type: ignore[index]
+    assert double.branch_sha(REPO, "onloop/issue-1") == sha and sha in double.verified
+    git_dir = double.git_dir(REPO)
+    show = subprocess.run(
+        ["git", f"--git-dir={git_dir}", "show", "-s", "--format=%an%n%P%n%B", sha],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split("\n")
+    assert show[:2] == ["alice", head] and "Onloop-Job: 7" in show
+    files = subprocess.run(
+        ["git", f"--git-dir={git_dir}", "ls-tree", "-r", "--name-only", sha],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert files == ["README.md", "a/new.txt"]
+    stale = create(head)  # the branch moved on: refused, never overwritten
+    assert stale["errors"][0]["type"] == "STALE_DATA"  # type: ignore[index]
+    assert double.branch_sha(REPO, "onloop/issue-1") == sha

@@ -8,6 +8,7 @@ from tests.doubles.github.handlers import (
     apps,
     branches,
     checks,
+    commit_on_branch,
     issues,
     manifests,
     oauth,
@@ -92,4 +93,5 @@ WEB_ROUTES: list[Route] = [
     Route("GET", "/login/oauth/authorize", oauth.authorize),
     Route("POST", "/login/oauth/access_token", oauth.access_token),
     Route("GET", "/_actions/logs/{key}", actions.download_log),
+    Route("POST", "/api/graphql", commit_on_branch.graphql),
 ]

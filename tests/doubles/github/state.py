@@ -61,6 +61,7 @@ class State(Activity, Recorder):
         self.oauth = OAuthState(self)  # sign-in, codes, refresh tokens (oauth.py)
         self.actions = Actions()  # workflow runs, jobs and logs (handlers/actions.py)
         self.checks = Checks()  # check runs made by apps (handlers/checks.py)
+        self.verified: set[str] = set()  # commits GitHub signed (createCommitOnBranch)
         self.protections = Protections()  # branch protection, rulesets (handlers/branches.py)
         self.user(app.bot_login, type="Bot")
         self.user(app.owner)
