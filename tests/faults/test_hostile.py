@@ -18,9 +18,12 @@ from tests.faults.slow import slow_post
 pytestmark = pytest.mark.faults
 
 
-def no_5xx(sender: Sender) -> None:
-    answers = [a.status for a in sender.answers]
-    assert all(s is not None and s < 500 for s in answers), answers
+def no_5xx(sender: Sender, may_drop: frozenset[str] = frozenset()) -> None:
+    """No answer is a 5xx; only the deliveries in `may_drop` (by GUID) may get none at all."""
+    answers = [(a.guid in may_drop, a.status) for a in sender.answers]
+    assert all((s is None and dropped) or (s is not None and s < 500) for dropped, s in answers), [
+        s for _, s in answers
+    ]
 
 
 def at_once(stack: Stack, name: str, sender: Sender, copies: int, *, new_guids: bool) -> Figures:
@@ -67,7 +70,9 @@ def test_16_slow_clients(stack: Stack) -> None:
     for t in threads:
         t.join()
     found = stack.figures("16 slow clients", sender, timeout=120)
-    no_5xx(sender)
+    # A slow client cut off at the read deadline may find the connection closed before it
+    # reads the 408: no answer at all, which is still not a 5xx.
+    no_5xx(sender, may_drop=frozenset(d.guid for d in slow))
     # Every delivery sent at a normal pace is acknowledged; the 16 that take longer than
     # ONLOOP_WEB_READ_TIMEOUT to arrive are refused (4xx, never a 5xx), so they hold no
     # thread and GitHub shows them failed, for `onloop redeliver`.
