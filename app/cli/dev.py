@@ -227,6 +227,7 @@ def run_dev(bind: str) -> None:
                 f"the web server did not start on {bind}; choose another address with --bind"
             )
         web.watch()  # killed or crashed from now on, it starts again
+        click.echo(f"onloop dev: web ready on {bind}; it starts again if it exits")
         # loaded by this command only: the worker and Celery, `onloop --help` stays fast
         from tasks.worker import run_worker
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+import signal
 import sys
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -82,6 +83,9 @@ def setup(
         f"GitHub sends you back to {public}/setup/callback: that must reach this process,"
         f" which listens on {host}:{server.server_port}. Ctrl-C to stop."
     )
+    # A shell starts background commands with SIGINT ignored, and Python then leaves it so:
+    # Ctrl-C (or a SIGINT from a supervisor) must still stop setup and say what it kept.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         while not state.done.is_set():
             server.handle_request()

@@ -184,6 +184,10 @@ def test_onloop_dev_starts_its_killed_web_again(tmp_path: Path) -> None:
     )
     try:
         _wait_served(url, dev, within=60)
+        started = time.monotonic()
+        while b"web ready on" not in out.read_bytes():  # dev knows its web is up: now kill it
+            assert dev.poll() is None and time.monotonic() - started < 60, out.read_text()[-2000:]
+            time.sleep(0.05)
         web = next(
             c
             for c in _children(dev.pid)
