@@ -415,3 +415,39 @@ def test_review_webhook_payloads(reviewed: tuple[GitHubDouble, Review]) -> None:
         24,
         26,
     )
+
+
+def test_graphql_reads_aliases_literals_and_refuses_what_it_cannot(
+    reviewed: tuple[GitHubDouble, Review],
+) -> None:
+    double, review = reviewed
+    token = double.issue_user_token("alice")
+    query = """
+    # literals instead of variables, an alias, __typename
+    query Threads { repository(owner: "octo", name: "hello") {
+      pr: pullRequest(number: 1) { __typename
+        reviewThreads(first: 1) { totalCount edges { cursor node { isOutdated } } } } } }
+    """
+    pr = graphql(double, token, query)["data"]["repository"]["pr"]
+    assert pr["__typename"] == "PullRequest" and pr["reviewThreads"]["totalCount"] == 4
+    assert [e["node"] for e in pr["reviewThreads"]["edges"]] == [{"isOutdated": False}]
+    too_many = graphql(double, token, query.replace("first: 1", "first: 101"))
+    assert too_many["errors"][0]["type"] == "EXCESSIVE_PAGINATION"
+    assert too_many["data"]["repository"]["pr"]["reviewThreads"] is None
+    unbounded = graphql(double, token, query.replace("(first: 1)", ""))
+    assert unbounded["errors"][0]["type"] == "MISSING_PAGINATION_BOUNDARIES"
+    fragment = graphql(double, token, "query { viewer { ...F } } fragment F on User { login }")
+    assert "fragments" in fragment["errors"][0]["message"] and "data" not in fragment
+    thread = double.thread_id(review.comments[0]["id"])
+    graphql(double, token, RESOLVE, threadId=thread)
+    undo = graphql(
+        double,
+        token,
+        "mutation($t: ID!) { unresolveReviewThread(input: {threadId: $t})"
+        " { thread { isResolved } } }",
+        t=thread,
+    )
+    assert undo == {"data": {"unresolveReviewThread": {"thread": {"isResolved": False}}}}
+    assert double.thread_resolved_by(review.comments[0]["id"]) is None
+    anonymous = requests.post(double.url + "/api/graphql", json={"query": query}, timeout=10)
+    assert anonymous.status_code == 401

@@ -32,7 +32,7 @@ class _Run:
             if f.name == "__typename":
                 out[f.key] = obj.get("__typename")
                 continue
-            if f.name not in obj or f.name == "__typename":
+            if f.name not in obj:
                 raise _Undefined(f, str(obj.get("__typename", "Object")), here)
             value = obj[f.name]
             try:
