@@ -128,7 +128,9 @@ def get_comment(ctx: Ctx) -> Response:
 
 
 def add_reply(ctx: Ctx, repo: Repo, issue: Issue, comment_id: int, user: str, body: str) -> int:
-    """Record a reply (in its own review, as GitHub does) in the thread of `comment_id`."""
+    """Record a reply in the thread of `comment_id`. GitHub files each reply under a review of
+    its own (state COMMENTED, empty body, a pull_request_review webhook besides the comment's):
+    https://github.com/ghostty-org/discord-bot/pull/324"""
     found = locate(ctx.state, comment_id)
     if found is None or found[0].repo != repo.full_name or found[0].number != issue.number:
         raise not_found()
