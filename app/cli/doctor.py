@@ -18,6 +18,7 @@ from pydantic import ValidationError
 import app.github.clients as gh
 from app.core.publicurl import oauth_callback_url, public_url_problem, webhook_url
 from app.core.settings import Settings
+from app.github.manifest import EVENTS
 from app.github.transport import fail_fast
 from app.policy.org_config import load_org_config
 from app.policy.repo_config import ConfigError
@@ -148,11 +149,19 @@ def _github(s: Settings) -> Check:
         )
     try:
         with fail_fast():  # no retries with backoff: minutes of silence before the answer
-            slug = gh.GitHubApp.for_settings(s).app_slug()
+            slug, events = gh.GitHubApp.for_settings(s).app_info()
     except Exception as exc:
         return Check("github app", False, *explain_failure(exc, s.github_api_url))
     if s.app_slug and slug != s.app_slug:
         return Check("github app", False, f"App slug is {slug}", f"set ONLOOP_APP_SLUG={slug}")
+    missing = [e for e in EVENTS if e not in events]
+    if missing:  # an App made before onloop listened to them: GitHub sends them to nobody
+        return Check(
+            "github app",
+            False,
+            f"App {slug} does not subscribe to {', '.join(missing)}",
+            "tick them under the App's Permissions & events, Subscribe to events",
+        )
     return Check("github app", True, f"JWT accepted, App {slug}")
 
 

@@ -277,6 +277,12 @@ class GitHubApp:
 
     def app_slug(self) -> str:
         """GET /app with the App's JWT: proves GitHub accepts the key; returns the App's slug."""
+        return self.app_info()[0]
+
+    def app_info(self) -> tuple[str, list[str]]:
+        """GET /app with the App's JWT: its slug and the webhook events it subscribes to
+        (https://docs.github.com/en/rest/apps/apps#get-the-authenticated-app)."""
         with self.app_integration() as gi:
             _, data = gi.requester.requestJsonAndCheck("GET", "/app")
-        return str(data["slug"])
+        events = data.get("events")
+        return str(data["slug"]), [str(e) for e in events] if isinstance(events, list) else []

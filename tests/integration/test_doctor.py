@@ -74,6 +74,19 @@ def test_each_break_names_its_fix(
     assert any(line.startswith(f"FAIL {check}:") and hint in line for line in failing), out
 
 
+def test_an_app_made_before_onloop_listened_to_reviews_is_told_what_to_subscribe_to(
+    healthy: Settings, github_double: GitHubDouble, capsys: pytest.CaptureFixture[str]
+) -> None:
+    github_double.app.events.remove("pull_request_review")
+    try:
+        code, out = doctor(healthy, capsys)
+    finally:
+        github_double.app.events.append("pull_request_review")
+    assert code == 1
+    line = next(line for line in out.splitlines() if line.startswith("FAIL github app:"))
+    assert "does not subscribe to pull_request_review" in line and "Subscribe to events" in line
+
+
 def test_docker_daemon_down_names_its_fix(
     healthy: Settings, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

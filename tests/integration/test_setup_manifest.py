@@ -87,6 +87,8 @@ def test_setup_page_posts_onloops_manifest_to_github_with_a_signed_state(
             "issues",
             "issue_comment",
             "pull_request",
+            "pull_request_review",
+            "pull_request_review_comment",
             "check_suite",
             "workflow_run",
         ],

@@ -33,7 +33,16 @@ from tests.doubles.github.review_activity import ReviewActivity
 
 # What `onloop setup`'s manifest asks for: jobs are tested with the App's real permissions.
 DEFAULT_PERMISSIONS = dict(MANIFEST_PERMISSIONS)
-DEFAULT_EVENTS = ["issues", "issue_comment", "pull_request", "push", "check_suite", "workflow_run"]
+DEFAULT_EVENTS = [
+    "issues",
+    "issue_comment",
+    "pull_request",
+    "pull_request_review",
+    "pull_request_review_comment",
+    "push",
+    "check_suite",
+    "workflow_run",
+]
 
 
 def _token_value(prefix: str) -> str:
