@@ -33,6 +33,7 @@ ORG_ONLY = (
     "sandbox.untrusted_egress",
     "sandbox.private_indexes",
     "budgets.installation",
+    "backup_days",
 )
 
 
@@ -138,6 +139,9 @@ class RepoConfig(_Section):
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     review: ReviewConfig = Field(default_factory=ReviewConfig)
     budgets: BudgetsConfig = Field(default_factory=BudgetsConfig)
+    # How long a rebase's backup ref (refs/onloop/backup/<branch>/<job id>) is kept; the
+    # organisation file's alone (ORG_ONLY).
+    backup_days: int = Field(default=30, ge=1, le=3650)
 
     def allows(self, verb: str) -> bool:
         return verb not in ALLOWED_COMMANDS or verb in self.commands

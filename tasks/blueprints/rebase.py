@@ -17,6 +17,8 @@ from tasks.blueprints import Step, run_steps
 from tasks.blueprints.common import Work, begin
 from tasks.blueprints.heads import head_trust
 from tasks.blueprints.pulls import PullRef
+from tasks.blueprints.rebase_receipt import backup_of, keep_in_base, receipt, same_repo
+from tasks.blueprints.receipts import Receipt, receipt_markdown
 from tasks.git.process import GitError
 from tasks.runner.context import JobContext, JobFailed
 from tasks.runner.people import as_person
@@ -41,6 +43,7 @@ class Rebase:
     patch: str = ""
     outcome: RebaseOutcome | None = None
     violations: list[str] = field(default_factory=list)
+    receipt: Receipt | None = None  # once pushed
 
     @property
     def head_sha(self) -> str:
@@ -101,16 +104,20 @@ def _push(state: Rebase) -> str | None:
     if not pull.can_push_to_head:
         state.outcome = RebaseOutcome.PATCH
         return "fork without maintainer_can_modify: patch commented"
-    new_sha = state.new_sha
+    new_sha, work = state.new_sha, state.work
+    # The old head stays reachable under a backup ref: created in the same atomic push
+    # when the branch is here, pushed to this repository after it when the head is a fork's.
+    backup, together = backup_of(work, pull), same_repo(work, pull)
     try:
         as_person(
-            state.work,
-            lambda: state.work.push(
+            work,
+            lambda: work.push(
                 new_sha,
                 pull.head_ref,
                 lease=pull.head_sha,
                 clone_url=pull.head_clone_url,
                 head_repo=pull.head_repo,
+                keep=(pull.head_sha, backup) if together else None,
             ),
         )
     except GitError as exc:
@@ -121,7 +128,18 @@ def _push(state: Rebase) -> str | None:
         state.outcome = RebaseOutcome.PATCH
         return "the fork refused the push (403): patch commented"
     state.outcome = RebaseOutcome.PUSHED
-    return f"pushed {state.new_sha[:12]} with --force-with-lease={state.head_sha[:12]}"
+    note = "" if together else keep_in_base(work, pull.head_sha, backup)
+    state.receipt = receipt(
+        work,
+        pull,
+        base=state.base_sha,
+        old=pull.head_sha,
+        new=new_sha,
+        backup=None if note else backup,
+        backup_note=note,
+    )
+    kept = f"; old head kept as {backup}" if not note else f"; no backup: {note}"
+    return f"pushed {new_sha[:12]} with --force-with-lease={state.head_sha[:12]}{kept}"
 
 
 def _report(state: Rebase) -> str | None:
@@ -129,6 +147,8 @@ def _report(state: Rebase) -> str | None:
     head, base = inline_code(state.pull.head_ref), inline_code(state.pr.base.ref)
     if state.outcome == RebaseOutcome.PUSHED:
         body = f"Rebased {head} onto {base} ({state.head_sha[:7]} → {(state.new_sha or '')[:7]})."
+        if state.receipt is not None:
+            body += "\n\n" + receipt_markdown(state.receipt)
     elif state.outcome == RebaseOutcome.UP_TO_DATE:
         body = f"{head} is already based on the tip of {base}; nothing to do."
     elif state.outcome == RebaseOutcome.PATCH:
