@@ -329,8 +329,8 @@ def test_a_fork_with_maintainer_edits_is_pushed_to_the_fork(world: World) -> Non
     old = world.double.branch_sha(FORK, "patch")
     job = world.wait(world.comment("/agent rebase", "alice", number))
     assert job.state == JobState.SUCCEEDED and job.result["outcome"] == "pushed", job.result
-    (push,) = world.double.pushes
-    assert (push.repo, push.identity.login) == (FORK, "alice")
+    push, backup = world.double.pushes  # the old head is kept in this repository after it
+    assert (push.repo, push.identity.login) == (FORK, "alice") and backup.repo == REPO
     assert [(u.ref, u.old) for u in push.updates] == [("refs/heads/patch", old)]
     main, new = world.double.branch_sha(REPO, "main"), world.double.branch_sha(FORK, "patch")
     assert git(world.double, "merge-base", "--is-ancestor", str(main), str(new), repo=FORK) == ""
