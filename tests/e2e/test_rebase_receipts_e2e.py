@@ -4,11 +4,15 @@ the GitHub double's repository, puts the old head back; the backup ref and the r
 from __future__ import annotations
 
 import subprocess
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from sqlalchemy import update
 
-from app.store.models import JobState
+from app.github.clients import GitHubApp
+from app.store.models import Job, JobState, utcnow
+from tasks.queue import backups
 from tests.doubles.github.double import GitHubDouble
 from tests.doubles.markdown import code_blocks, outside_code
 from tests.e2e.test_rebase_e2e import FORK, REPO, World, authorize, git
@@ -98,3 +102,33 @@ def test_a_forks_old_head_is_kept_in_the_base_repository(world: World) -> None:
     (result,) = world.user_comments("alice", number)
     fetch = restore_script(result.body).splitlines()[0]
     assert fetch == f"git fetch {world.double.clone_url(REPO)} {ref}"
+
+
+@pytest.mark.parametrize("world", ["backup_days: 7\n"], indirect=True)
+def test_the_beats_purge_deletes_an_expired_backup_and_keeps_a_fresh_one(world: World) -> None:
+    """`backup_days` from the organisation file; a job's age is its time in the database."""
+    authorize(world.db, world.double, "alice")
+    world.double.create_branch(REPO, "second", "feature")
+    number = world.double.create_pull(REPO, "second", title="Second", user="alice").number
+    old_id = world.comment("/agent rebase", "alice")
+    assert world.wait(old_id).state == JobState.SUCCEEDED, world.worker.output()
+    fresh_id = world.comment("/agent rebase", "alice", number)
+    assert world.wait(fresh_id).state == JobState.SUCCEEDED, world.worker.output()
+    stranger = "refs/onloop/backup/other/999999"  # a job this database does not know
+    main = str(world.double.branch_sha(REPO, "main"))
+    assert git(world.double, "update-ref", stranger, main) == ""
+    with world.db.transaction() as s:  # the first rebase was eight days ago
+        eight_days_ago = utcnow() - timedelta(days=8)
+        s.execute(update(Job).where(Job.id == old_id).values(finished_at=eight_days_ago))
+
+    github = GitHubApp.for_settings(world.settings)
+    expired = f"refs/onloop/backup/feature/{old_id}"
+    assert backups.sweep(world.settings, github, world.db) == [f"{REPO}:{expired}"]
+    left = git(world.double, "for-each-ref", "--format=%(refname)", "refs/onloop/backup/")
+    assert left.splitlines() == [stranger, f"refs/onloop/backup/second/{fresh_id}"]
+    assert world.job(old_id).result["backup_purged"] == "deleted"
+    (deletion,) = world.double.calls("DELETE", f"/repos/{REPO}/git/refs/")
+    assert deletion.identity.kind == "installation" and deletion.status == 204
+
+    assert backups.sweep(world.settings, github, world.db) == []  # settled: not listed again
+    assert len(world.double.calls("GET", f"/repos/{REPO}/git/matching-refs/")) == 1
