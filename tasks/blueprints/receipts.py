@@ -38,6 +38,7 @@ class Resolution(StrEnum):
     PR = "kept the pull request's side"
     BOTH = "kept both sides"
     REWRITTEN = "replaced both sides with new text"
+    WHOLE_FILE = "settled the whole file (git left no conflict markers in it)"
     UNRESOLVED = "not resolved"
 
 
