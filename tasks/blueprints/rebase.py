@@ -19,7 +19,7 @@ from tasks.blueprints.common import Work, begin
 from tasks.blueprints.heads import head_trust
 from tasks.blueprints.pulls import PullRef
 from tasks.blueprints.rebase_receipt import backup_of, keep_in_base, receipt, same_repo
-from tasks.blueprints.rebase_resolve import Settled, check, resolve, unresolved_report
+from tasks.blueprints.rebase_resolve import Settled, check, resolve, strays, unresolved_report
 from tasks.blueprints.receipts import Receipt, receipt_markdown
 from tasks.git.process import GitError
 from tasks.runner.context import JobContext, JobFailed
@@ -95,6 +95,10 @@ def _rebase_in_sandbox(state: Rebase) -> str | None:
             patch = box.exec(["git", "format-patch", "--stdout", f"{state.base_sha}..HEAD"])
             state.patch = patch.stdout
     if state.settled is not None and state.new_sha:
+        state.violations = strays(work, state.settled, state.base_sha, pull.head_sha, state.new_sha)
+        if state.violations:
+            state.outcome, state.patch = RebaseOutcome.REFUSED, ""
+            return "\n".join(state.violations)
         check(work, state.settled, state.new_sha, trust, pull.fetch_refs)
         if not state.settled.passed:
             state.outcome, state.patch = RebaseOutcome.UNRESOLVED, ""
@@ -108,6 +112,8 @@ def _push(state: Rebase) -> str | None:
     pull = state.pull
     if state.outcome in (RebaseOutcome.CONFLICTS, RebaseOutcome.UNRESOLVED):
         return f"nothing pushed: {state.outcome}"
+    if state.outcome == RebaseOutcome.REFUSED:
+        return "nothing pushed: " + "; ".join(state.violations)
     if not state.new_sha or state.new_sha == state.head_sha:
         state.outcome = RebaseOutcome.UP_TO_DATE
         return "already up to date"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -21,6 +23,8 @@ from tasks.blueprints.receipts import (
     hunks_markdown,
 )
 from tasks.git.conflicts import conflicts, has_markers
+from tasks.git.process import git
+from tasks.git.replay import patch_ids
 from tasks.sandbox.base import Sandbox
 from tasks.sandbox.trust import HeadTrust
 
@@ -38,6 +42,7 @@ class Settled:
     reason: str = ""  # why not rebased
     checks: list[CheckRun] = field(default_factory=list)
     failed: str = ""  # the failed checks' output, folded
+    stops: int = 0  # commits the rebase stopped on (and the agent resolved)
 
     @property
     def passed(self) -> bool:
@@ -87,6 +92,7 @@ def resolve(
         files, commit, head = conflicted(box), _rev(box, "REBASE_HEAD"), _rev(box, "HEAD")
         if not files or not commit:
             return _abort(box, settled, "the rebase stopped without conflicted files")
+        settled.stops += 1
         before = {path: _text(box, path) for path in files}
         found = [(path, c) for path in files for c in conflicts(before[path])]
         budget = agent_budget(ctx, work.config, budget_from(ctx.settings))
@@ -119,6 +125,45 @@ def _abort(box: Sandbox, settled: Settled, reason: str) -> Settled:
     box.exec(["git", "rebase", "--abort"])
     settled.rebased, settled.reason = False, reason
     return settled
+
+
+def strays(work: Work, settled: Settled, base: str, old: str, new: str) -> list[str]:
+    """Why the resolved rebase holds more than the PR's commits replayed: it must have as
+    many commits as `base..old`, and only as many of them may differ from the PR's own
+    (patch ids, tasks/git/replay.py) as the rebase stopped on. The guard's replay check
+    would refuse the resolved ones; this keeps the rest of it."""
+    cache, name = work.place.cache, work.repo.full_name
+    deadline = time.monotonic() + 120
+
+    def left() -> float:
+        return max(1.0, deadline - time.monotonic())
+
+    with cache.lock(name, shared=True):
+        mirror = cache.mirror_path(name)
+        theirs = Counter(pid for _, pid in patch_ids(mirror, f"{base}..{old}", left))
+        ours = patch_ids(mirror, f"{base}..{new}", left)
+        counts = [
+            int(git(["rev-list", "--count", f"{base}..{rev}"], mirror).stdout.strip())
+            for rev in (old, new)
+        ]
+    changed = []
+    for commit, pid in ours:
+        if theirs[pid] > 0:
+            theirs[pid] -= 1
+        else:
+            changed.append(commit)
+    found = []
+    if counts[0] != counts[1]:
+        found.append(
+            f"the resolved rebase has {counts[1]} commits; the pull request has {counts[0]}"
+        )
+    if len(changed) > settled.stops:
+        short = ", ".join(c[:12] for c in changed)
+        found.append(
+            f"{len(changed)} commits differ from the pull request's ({short}), but the rebase "
+            f"stopped on only {settled.stops}"
+        )
+    return found
 
 
 def check(work: Work, settled: Settled, sha: str, trust: HeadTrust, refs: Sequence[str]) -> None:

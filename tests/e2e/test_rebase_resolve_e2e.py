@@ -20,10 +20,19 @@ PASSING = "checks:\n  fix: []\n  test: grep -qx 'A = 5' lib.py\n"
 FAILING = "checks:\n  fix: []\n  test: grep -qx 'A = 2' lib.py\n"
 
 
+# An agent that commits the resolution itself, moving the rebase on its own.
+COMMITS = f"{KEEP_PR}; git add lib.py; git -c user.name=a -c user.email=a@a.test commit -qm own"
+
+
 @pytest.fixture
-def agent_world(github_double: GitHubDouble, database_url: str, tmp_path: Path) -> Iterator[World]:
+def agent_world(
+    github_double: GitHubDouble, database_url: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[World]:
+    """`world` with the scripted command agent (KEEP_PR, or the indirect parameter) and a
+    commit on `feature` that conflicts with main's."""
+    command = getattr(request, "param", None) or KEEP_PR
     with open_world(
-        github_double, database_url, tmp_path, agent="command", agent_command=KEEP_PR
+        github_double, database_url, tmp_path, agent="command", agent_command=command
     ) as world:
         authorize(world.db, world.double, "alice")
         world.double.commit(REPO, "feature", {"lib.py": "A = 5\n"}, message="Clash")
@@ -66,3 +75,15 @@ def test_a_resolution_that_fails_the_checks_pushes_nothing(agent_world: World) -
     assert (
         "`lib.py` line 1" in result.body and "- ✗ `grep -qx 'A = 2' lib.py` (exit 1)" in result.body
     )
+
+
+@pytest.mark.parametrize("agent_world", [COMMITS], indirect=True)
+def test_an_agent_that_moves_the_rebase_itself_pushes_nothing(agent_world: World) -> None:
+    world = agent_world
+    world.double.commit(REPO, "main", {".github/onloop.yml": PASSING}, message="Checks")
+    old = world.double.branch_sha(REPO, "feature")
+    job = world.wait(world.comment("/agent rebase", "alice"))
+    assert job.state == JobState.FAILED and job.result["outcome"] == "unresolved", job.result
+    assert world.double.branch_sha(REPO, "feature") == old and not world.double.pushes
+    (result,) = world.user_comments("alice")
+    assert "the agent moved the rebase itself" in result.body and "`lib.py` line 1" in result.body

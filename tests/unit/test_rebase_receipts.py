@@ -93,14 +93,13 @@ def test_a_long_range_diff_is_shortened() -> None:
 
 
 def test_hunks_and_checks_are_listed_with_both_sides_fenced() -> None:
-    hunk = Hunk("lib.py", 3, "d" * 40, "A = 2\n```\n</details>\n", "A = '@x'\n", Resolution.PR)
+    base = "A = 2\n\n```\n</details>\n"  # a blank line, a fence and a closing tag
+    hunk = Hunk("lib.py", 3, "d" * 40, base, "A = '@x'\n", Resolution.PR)
     checks = [CheckRun("pytest -q", 0), CheckRun("ruff check .", 1)]
     text = receipt_markdown(receipt(hunks=[hunk], checks=checks))
     assert "`lib.py` line 3, replaying `dddddddddddd`: kept the pull request's side" in text
     (sides,) = [b for b in code_blocks(text) if "=======" in b]
-    assert (
-        sides == "<<<<<<< base\nA = 2\n```\n</details>\n=======\nA = '@x'\n>>>>>>> pull request\n"
-    )
+    assert sides == f"<<<<<<< base\n{base}=======\nA = '@x'\n>>>>>>> pull request\n"
     assert "@x" not in outside_code(text)
     assert "- ✓ `pytest -q` (exit 0)" in text and "- ✗ `ruff check .` (exit 1)" in text
 
