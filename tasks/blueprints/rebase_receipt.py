@@ -64,7 +64,7 @@ def receipt(
 ) -> Receipt:
     """The receipt of a rebase of `old` onto `base` that pushed `new`; the range-diff is read
     in the mirror, which holds all three."""
-    cache, name = work.place.cache, work.repo.full_name
+    cache, name, here = work.place.cache, work.repo.full_name, same_repo(work, pull)
     text, error = "", ""
     try:
         with cache.lock(name, shared=True):
@@ -79,7 +79,8 @@ def receipt(
         backup=backup,
         backup_days=work.config.backup_days,
         backup_note=backup_note,
-        fetch_from="origin" if same_repo(work, pull) else work.repo.clone_url,
+        fetch_from="origin" if here else work.repo.clone_url,
+        push_to="origin" if here else pull.head_clone_url or "origin",
         range_diff=text,
         range_diff_error=error,
         hunks=hunks,

@@ -83,7 +83,8 @@ class CheckRun:
 class Receipt:
     """What a pushed rebase changed and how to undo it. `backup` is the ref holding `old`
     (None when it could not be written, `backup_note` says why); `fetch_from` is where that
-    ref lives ("origin", or the base repository's URL when the head is in a fork)."""
+    ref lives and `push_to` where the branch does ("origin" both, unless the head is in a
+    fork: then the base repository's URL and the fork's)."""
 
     branch: str
     old: str
@@ -93,16 +94,17 @@ class Receipt:
     backup_days: int = 30
     backup_note: str = ""
     fetch_from: str = "origin"
+    push_to: str = "origin"
     range_diff: str = ""
     range_diff_error: str = ""
     hunks: Sequence[Hunk] = ()
     checks: Sequence[CheckRun] | None = None  # None: no agent resolution, so none ran
 
 
-def restore_command(branch: str, old: str, new: str) -> str:
+def restore_command(branch: str, old: str, new: str, remote: str = "origin") -> str:
     """The one command that puts `old` back on `branch`, only while it still holds `new`."""
     lease = shlex.quote(f"--force-with-lease={branch}:{new}")
-    return f"git push {lease} origin {shlex.quote(f'{old}:{branch}')}"
+    return f"git push {lease} {shlex.quote(remote)} {shlex.quote(f'{old}:{branch}')}"
 
 
 def restore_script(receipt: Receipt) -> str:
@@ -111,7 +113,7 @@ def restore_script(receipt: Receipt) -> str:
     if receipt.backup:
         where = receipt.fetch_from
         lines.append(f"git fetch {shlex.quote(where)} {shlex.quote(receipt.backup)}")
-    lines.append(restore_command(receipt.branch, receipt.old, receipt.new))
+    lines.append(restore_command(receipt.branch, receipt.old, receipt.new, receipt.push_to))
     return "\n".join(lines)
 
 

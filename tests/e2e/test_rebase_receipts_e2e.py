@@ -100,8 +100,11 @@ def test_a_forks_old_head_is_kept_in_the_base_repository(world: World) -> None:
     assert [(u.ref, u.new) for u in backup.updates] == [(ref, old)]
     assert backup.identity.login == "alice"
     (result,) = world.user_comments("alice", number)
-    fetch = restore_script(result.body).splitlines()[0]
+    fetch, push = restore_script(result.body).splitlines()
     assert fetch == f"git fetch {world.double.clone_url(REPO)} {ref}"
+    new = world.double.branch_sha(FORK, "patch")
+    fork = world.double.clone_url(FORK)
+    assert push == f"git push --force-with-lease=patch:{new} {fork} {old}:patch"
 
 
 @pytest.mark.parametrize("world", ["backup_days: 7\n"], indirect=True)
