@@ -12,11 +12,15 @@ from app.core.markdown import fenced, inline_code
 from app.github.comments import fold
 
 BACKUP_PREFIX = "refs/onloop/backup/"
-# What of the range-diff goes into the comment: GitHub refuses a comment body over 65536
-# characters (https://github.com/orgs/community/discussions/41331), and the rest of the
-# receipt needs room.
-RANGE_DIFF_CHARS = 40_000
-SIDE_CHARS = 1_500  # of each side of one conflicted hunk
+# GitHub refuses a comment body over 65536 characters
+# (https://github.com/orgs/community/discussions/41331): the receipt stays within BUDGET,
+# the range-diff getting what the rest leaves (at most RANGE_DIFF_CHARS).
+BUDGET = 60_000
+RANGE_DIFF_CHARS = 36_000
+SIDE_CHARS = 800  # of each side of one conflicted hunk
+MAX_HUNKS = 12  # hunks shown with both sides
+MAX_NAMED = 40  # hunks named at all; the rest are counted
+NAME_CHARS = 200  # of a path or a command as shown
 _BACKUP = re.compile(rf"^{re.escape(BACKUP_PREFIX)}(?P<branch>.+)/(?P<job>[1-9][0-9]*)$")
 
 
@@ -132,37 +136,41 @@ def receipt_markdown(receipt: Receipt) -> str:
         why = f" ({receipt.backup_note})" if receipt.backup_note else ""
         parts.append(f"onloop could not keep a backup ref{why}. To put the old head back:")
     parts.append(fenced(restore_script(receipt), "sh"))
-    parts.append(range_diff_markdown(receipt))
+    after = []
     if receipt.hunks:
-        parts.append(hunks_markdown(receipt.hunks))
+        after.append(hunks_markdown(receipt.hunks))
     if receipt.checks is not None:
-        parts.append(checks_markdown(receipt.checks))
-    return "\n\n".join(parts)
+        after.append(checks_markdown(receipt.checks))
+    room = BUDGET - sum(len(p) + 2 for p in (*parts, *after)) - 500
+    parts.append(range_diff_markdown(receipt, max(1000, min(RANGE_DIFF_CHARS, room))))
+    return "\n\n".join([*parts, *after])
 
 
-def range_diff_markdown(receipt: Receipt) -> str:
-    """`git range-diff`, folded and fenced; shortened to RANGE_DIFF_CHARS."""
+def range_diff_markdown(receipt: Receipt, limit: int = RANGE_DIFF_CHARS) -> str:
+    """`git range-diff`, folded and fenced; shortened to `limit` characters."""
     command = f"git range-diff {receipt.base[:12]} {receipt.old[:12]} {receipt.new[:12]}"
     if receipt.range_diff_error:
         return f"No range-diff: {inline_code(receipt.range_diff_error)}"
     text = receipt.range_diff or "(no commits to compare)"
-    if len(text) > RANGE_DIFF_CHARS:
-        text = text[:RANGE_DIFF_CHARS] + f"\n… (shortened: {len(receipt.range_diff)} characters)"
+    if len(text) > limit:
+        text = text[:limit] + f"\n… (shortened: {len(receipt.range_diff)} characters)"
     return fold(command, fenced(text.removesuffix("\n"), "diff"))
 
 
 def hunks_markdown(hunks: Sequence[Hunk]) -> str:
     """Each conflicted hunk: where, in which commit, both sides (folded) and its resolution."""
     lines = [f"The rebase stopped on {len(hunks)} conflicted hunk(s):", ""]
-    for n, hunk in enumerate(hunks, 1):
-        where = (
-            f"{inline_code(hunk.path)} line {hunk.line}" if hunk.line else inline_code(hunk.path)
-        )
+    for n, hunk in enumerate(hunks[:MAX_NAMED], 1):
+        where = inline_code(_short(hunk.path)) + (f" line {hunk.line}" if hunk.line else "")
         lines.append(
             f"{n}. {where}, replaying {inline_code(hunk.commit[:12])}: {hunk.resolution.value}"
         )
+        if n > MAX_HUNKS:
+            continue
         sides = f"<<<<<<< base\n{_cut(hunk.base)}=======\n{_cut(hunk.pr)}>>>>>>> pull request"
         lines += ["", _indent(fold(f"hunk {n}: both sides", fenced(sides))), ""]
+    if len(hunks) > MAX_NAMED:
+        lines.append(f"… and {len(hunks) - MAX_NAMED} more.")
     return "\n".join(lines).rstrip()
 
 
@@ -174,9 +182,14 @@ def checks_markdown(checks: Sequence[CheckRun]) -> str:
             "`checks.fix` in `.github/onloop.yml`)."
         )
     ran = "\n".join(
-        f"- {'✓' if c.ok else '✗'} {inline_code(c.command)} (exit {c.exit_code})" for c in checks
+        f"- {'✓' if c.ok else '✗'} {inline_code(_short(c.command))} (exit {c.exit_code})"
+        for c in checks[:MAX_NAMED]
     )
     return f"Checks run after the resolution:\n\n{ran}"
+
+
+def _short(name: str) -> str:
+    return name if len(name) <= NAME_CHARS else name[:NAME_CHARS] + "…"
 
 
 def _cut(side: str) -> str:
