@@ -67,7 +67,7 @@ def push(
     `lease` is the sha the branch must still have ("" when it must not exist yet). The
     job's head becomes `sha` first, so the `synchronize` our own push causes does not
     cancel this job as stale. `keep`: (sha, ref) of a new ref (not a branch: a rebase's
-    backup) created in the same atomic push."""
+    backup) created in the same atomic push; the caller records it."""
     target = work.push_target(branch, head_repo)
     if not target.allowed:
         raise JobFailed(target.message(), outcome=target.refusal, branch=branch)
@@ -106,13 +106,3 @@ def push(
         new=sha,
         identity=work.login,
     )
-    if keep is not None:
-        audit.record_push(
-            work.ctx.db,
-            repo=work.repo.full_name,
-            job_id=work.ctx.job.id,
-            ref=keep[1],
-            old="",
-            new=keep[0],
-            identity=work.login,
-        )

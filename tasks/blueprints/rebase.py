@@ -18,7 +18,13 @@ from tasks.blueprints.change import configured_agent
 from tasks.blueprints.common import Work, begin
 from tasks.blueprints.heads import head_trust
 from tasks.blueprints.pulls import PullRef
-from tasks.blueprints.rebase_receipt import backup_of, keep_in_base, receipt, same_repo
+from tasks.blueprints.rebase_receipt import (
+    backup_of,
+    keep_in_base,
+    receipt,
+    record_backup,
+    same_repo,
+)
 from tasks.blueprints.rebase_resolve import Settled, check, resolve, strays, unresolved_report
 from tasks.blueprints.receipts import Receipt, receipt_markdown
 from tasks.git.process import GitError
@@ -152,6 +158,8 @@ def _push(state: Rebase) -> str | None:
         state.outcome = RebaseOutcome.PATCH
         return "the fork refused the push (403): patch commented"
     state.outcome = RebaseOutcome.PUSHED
+    if together:
+        record_backup(work, pull.head_sha, backup)
     note = "" if together else keep_in_base(work, pull.head_sha, backup)
     state.receipt = receipt(
         work,

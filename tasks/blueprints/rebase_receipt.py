@@ -38,16 +38,21 @@ def keep_in_base(work: Work, old: str, ref: str) -> str:
         as_person(work, send)
     except GitError as exc:
         return describe_failure(exc)
+    record_backup(work, old, ref)
+    return ""
+
+
+def record_backup(work: Work, old: str, ref: str) -> None:
+    """The backup ref in the audit log, as a push of its own (created: no old sha)."""
     audit.record_push(
         work.ctx.db,
-        repo=name,
+        repo=work.repo.full_name,
         job_id=work.ctx.job.id,
         ref=ref,
         old="",
         new=old,
         identity=work.login,
     )
-    return ""
 
 
 def receipt(
