@@ -30,7 +30,7 @@ from tasks.blueprints.replies import run_cancel, run_help, run_status
 from tasks.blueprints.resume import run_continue
 from tasks.blueprints.review import run_review
 from tasks.feedback import listeners as feedback
-from tasks.queue import redeliver
+from tasks.queue import backups, redeliver
 from tasks.queue.broker import BrokerWatch
 from tasks.queue.celery_app import create_celery
 from tasks.queue.dispatch import Dispatcher
@@ -109,11 +109,12 @@ class Worker:
             return self._workplace
 
     def celery(self) -> Celery:
-        """A Celery app whose tasks run this worker's jobs and redelivery sweep."""
+        """A Celery app whose tasks run this worker's jobs, redelivery sweep and backup purge."""
         return create_celery(
             self.settings,
             run_job=self.jobs.run,
             redeliver=partial(redeliver.sweep, self.settings, self.github, self.db),
+            purge_backups=partial(backups.sweep, self.settings, self.github, self.db),
         )
 
     def watchdog(self) -> Watchdog:

@@ -165,7 +165,8 @@ def check_file(path: Path) -> str:
         f"at most {config.max_ci_fix_attempts} attempt(s); "
         f"sandbox timeout {config.sandbox.timeout}s; "
         f"{len(config.paths.deny)} denied path pattern(s); "
-        f"{len(images)} image(s) besides ONLOOP_SANDBOX_IMAGE"
+        f"{len(images)} image(s) besides ONLOOP_SANDBOX_IMAGE; "
+        f"rebase backups kept {config.backup_days} days"
     )
 
 

@@ -33,6 +33,7 @@ ORG_ONLY = (
     "sandbox.untrusted_egress",
     "sandbox.private_indexes",
     "budgets.installation",
+    "backup_days",
 )
 
 
@@ -132,6 +133,9 @@ class RepoConfig(_Section):
     max_ci_fix_attempts: int = Field(default=2, ge=0, le=10)
     trigger_permission: Permission = "write"
     fix_label: str = "agent:fix"
+    # How long a rebase's backup ref (refs/onloop/backup/<branch>/<job id>) is kept; the
+    # organisation file's alone (ORG_ONLY).
+    backup_days: int = Field(default=30, ge=1, le=3650)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     checks: ChecksConfig = Field(default_factory=ChecksConfig)
     paths: PathsConfig = Field(default_factory=PathsConfig)

@@ -242,9 +242,12 @@ class Work:
         lease: str | None,
         clone_url: str | None = None,
         head_repo: str | None = None,
+        keep: tuple[str, str] | None = None,
     ) -> None:
         """Push `sha` to `branch` with the person's token, under `lease` (pushes.push)."""
-        pushes.push(self, sha, branch, lease=lease, clone_url=clone_url, head_repo=head_repo)
+        pushes.push(
+            self, sha, branch, lease=lease, clone_url=clone_url, head_repo=head_repo, keep=keep
+        )
 
 
 def run(

@@ -60,12 +60,14 @@ def push(
     lease: str | None,
     clone_url: str | None = None,
     head_repo: str | None = None,
+    keep: tuple[str, str] | None = None,
 ) -> None:
     """Push `sha` to `branch` (of `head_repo`, at `clone_url`; this repository by default)
     with the person's token, unless it is a default or protected branch (JobFailed).
     `lease` is the sha the branch must still have ("" when it must not exist yet). The
     job's head becomes `sha` first, so the `synchronize` our own push causes does not
-    cancel this job as stale."""
+    cancel this job as stale. `keep`: (sha, ref) of a new ref (not a branch: a rebase's
+    backup) created in the same atomic push; the caller records it."""
     target = work.push_target(branch, head_repo)
     if not target.allowed:
         raise JobFailed(target.message(), outcome=target.refusal, branch=branch)
@@ -81,6 +83,7 @@ def push(
             f"refs/heads/{branch}",
             work.token,
             lease=lease,
+            create=[keep] if keep else (),
         )
 
     try:

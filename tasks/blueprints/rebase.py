@@ -14,9 +14,19 @@ from app.core.markdown import fenced, inline_code
 from app.github.comments import details, upsert_comment
 from app.store.models import Job
 from tasks.blueprints import Step, run_steps
+from tasks.blueprints.change import configured_agent
 from tasks.blueprints.common import Work, begin
 from tasks.blueprints.heads import head_trust
 from tasks.blueprints.pulls import PullRef
+from tasks.blueprints.rebase_receipt import (
+    backup_of,
+    keep_in_base,
+    receipt,
+    record_backup,
+    same_repo,
+)
+from tasks.blueprints.rebase_resolve import Settled, check, resolve, strays, unresolved_report
+from tasks.blueprints.receipts import Receipt, receipt_markdown
 from tasks.git.process import GitError
 from tasks.runner.context import JobContext, JobFailed
 from tasks.runner.people import as_person
@@ -28,6 +38,7 @@ class RebaseOutcome(StrEnum):
     CONFLICTS = "conflicts"  # the branch is untouched
     PATCH = "patch"  # onloop may not push to the fork: the patch is in a comment
     REFUSED = "refused"  # the guard refused the rebased commits: nothing pushed
+    UNRESOLVED = "unresolved"  # the agent's resolution failed or failed the checks: untouched
 
 
 @dataclass
@@ -41,6 +52,8 @@ class Rebase:
     patch: str = ""
     outcome: RebaseOutcome | None = None
     violations: list[str] = field(default_factory=list)
+    receipt: Receipt | None = None  # once pushed
+    settled: Settled | None = None  # when the agent resolved conflicts
 
     @property
     def head_sha(self) -> str:
@@ -73,13 +86,29 @@ def _rebase_in_sandbox(state: Rebase) -> str | None:
             )
             if not done.ok:
                 box.exec(["git", "rebase", "--abort"])
-                state.outcome = RebaseOutcome.CONFLICTS
-                return "conflicts: " + ", ".join(state.conflicts)
+                if (agent := configured_agent(work.ctx)) is not None:
+                    state.settled = resolve(work, box, agent, state.base_sha, git, env)
+                if state.settled is None or not state.settled.rebased:
+                    unsettled = state.settled is not None and bool(state.settled.hunks)
+                    state.outcome = (
+                        RebaseOutcome.UNRESOLVED if unsettled else RebaseOutcome.CONFLICTS
+                    )
+                    why = f" ({state.settled.reason})" if state.settled else ""
+                    return "conflicts: " + ", ".join(state.conflicts) + why
         state.conflicts = []
         state.new_sha = work.collect(box, state.base_sha)
         if pull.fork and state.new_sha:  # in case onloop cannot push to the fork
             patch = box.exec(["git", "format-patch", "--stdout", f"{state.base_sha}..HEAD"])
             state.patch = patch.stdout
+    if state.settled is not None and state.new_sha:
+        state.violations = strays(work, state.settled, state.base_sha, pull.head_sha, state.new_sha)
+        if state.violations:
+            state.outcome, state.patch = RebaseOutcome.REFUSED, ""
+            return "\n".join(state.violations)
+        check(work, state.settled, state.new_sha, trust, pull.fetch_refs)
+        if not state.settled.passed:
+            state.outcome, state.patch = RebaseOutcome.UNRESOLVED, ""
+            return "the resolved rebase failed its checks; nothing will be pushed"
     return (
         f"rebased onto {state.base_sha[:12]}: {state.head_sha[:12]} -> {(state.new_sha or '')[:12]}"
     )
@@ -87,30 +116,38 @@ def _rebase_in_sandbox(state: Rebase) -> str | None:
 
 def _push(state: Rebase) -> str | None:
     pull = state.pull
-    if state.outcome == RebaseOutcome.CONFLICTS:
-        return "nothing pushed: conflicts"
+    if state.outcome in (RebaseOutcome.CONFLICTS, RebaseOutcome.UNRESOLVED):
+        return f"nothing pushed: {state.outcome}"
+    if state.outcome == RebaseOutcome.REFUSED:
+        return "nothing pushed: " + "; ".join(state.violations)
     if not state.new_sha or state.new_sha == state.head_sha:
         state.outcome = RebaseOutcome.UP_TO_DATE
         return "already up to date"
     # Every pushed commit passes the guard, and a rebase may only replay the PR's own
     # commits (whatever ran in the sandbox, only the PR's commits may come out of it).
-    state.violations = state.work.guard(state.base_sha, state.new_sha, replay_of=state.head_sha)
+    # Commits the agent resolved are not replays, so they get the guard of any change instead.
+    replay_of = state.head_sha if state.settled is None else None
+    state.violations = state.work.guard(state.base_sha, state.new_sha, replay_of=replay_of)
     if state.violations:
         state.outcome, state.patch = RebaseOutcome.REFUSED, ""
         return "\n".join(state.violations)
     if not pull.can_push_to_head:
         state.outcome = RebaseOutcome.PATCH
         return "fork without maintainer_can_modify: patch commented"
-    new_sha = state.new_sha
+    new_sha, work = state.new_sha, state.work
+    # The old head stays reachable under a backup ref: created in the same atomic push
+    # when the branch is here, pushed to this repository after it when the head is a fork's.
+    backup, together = backup_of(work, pull), same_repo(work, pull)
     try:
         as_person(
-            state.work,
-            lambda: state.work.push(
+            work,
+            lambda: work.push(
                 new_sha,
                 pull.head_ref,
                 lease=pull.head_sha,
                 clone_url=pull.head_clone_url,
                 head_repo=pull.head_repo,
+                keep=(pull.head_sha, backup) if together else None,
             ),
         )
     except GitError as exc:
@@ -121,7 +158,22 @@ def _push(state: Rebase) -> str | None:
         state.outcome = RebaseOutcome.PATCH
         return "the fork refused the push (403): patch commented"
     state.outcome = RebaseOutcome.PUSHED
-    return f"pushed {state.new_sha[:12]} with --force-with-lease={state.head_sha[:12]}"
+    if together:
+        record_backup(work, pull.head_sha, backup)
+    note = "" if together else keep_in_base(work, pull.head_sha, backup)
+    state.receipt = receipt(
+        work,
+        pull,
+        base=state.base_sha,
+        old=pull.head_sha,
+        new=new_sha,
+        backup=None if note else backup,
+        backup_note=note,
+        hunks=state.settled.hunks if state.settled else (),
+        checks=state.settled.checks if state.settled else None,
+    )
+    kept = f"; old head kept as {backup}" if not note else f"; no backup: {note}"
+    return f"pushed {new_sha[:12]} with --force-with-lease={state.head_sha[:12]}{kept}"
 
 
 def _report(state: Rebase) -> str | None:
@@ -129,6 +181,8 @@ def _report(state: Rebase) -> str | None:
     head, base = inline_code(state.pull.head_ref), inline_code(state.pr.base.ref)
     if state.outcome == RebaseOutcome.PUSHED:
         body = f"Rebased {head} onto {base} ({state.head_sha[:7]} → {(state.new_sha or '')[:7]})."
+        if state.receipt is not None:
+            body += "\n\n" + receipt_markdown(state.receipt)
     elif state.outcome == RebaseOutcome.UP_TO_DATE:
         body = f"{head} is already based on the tip of {base}; nothing to do."
     elif state.outcome == RebaseOutcome.PATCH:
@@ -137,6 +191,8 @@ def _report(state: Rebase) -> str | None:
             "maintainers* ticked, and you need write access here), so it did not push. Apply "
             "this patch there (`git am`).\n\n" + details("patch", state.patch, limit=60000)
         )
+    elif state.outcome == RebaseOutcome.UNRESOLVED and state.settled is not None:
+        body = unresolved_report(head, base, state.settled)
     elif state.outcome == RebaseOutcome.REFUSED:
         rules = "\n".join(f"- {v}" for v in state.violations)
         body = f"onloop rebased {head} but refused to push it; {head} is untouched:\n\n{rules}"
@@ -201,9 +257,14 @@ def run_rebase(ctx: JobContext) -> dict[str, Any]:
     with ctx.db.transaction() as s:
         s.execute(update(Job).where(Job.id == ctx.job.id).values(head_sha=state.head_sha))
     run_steps(ctx, STEPS, state)
-    result = {"outcome": state.outcome, "old": state.head_sha, "new": state.new_sha}
+    result: dict[str, Any] = {"outcome": state.outcome, "old": state.head_sha, "new": state.new_sha}
+    if state.settled is not None:
+        result["hunks"] = [[h.path, h.line, h.resolution.name] for h in state.settled.hunks]
+        result["checks"] = {c.command: c.exit_code for c in state.settled.checks}
     if state.outcome == RebaseOutcome.CONFLICTS:
         raise JobFailed("conflicts", conflicts=state.conflicts, **result)
+    if state.outcome == RebaseOutcome.UNRESOLVED:
+        raise JobFailed("conflicts not resolved", conflicts=state.conflicts, **result)
     if state.outcome == RebaseOutcome.REFUSED:
         raise JobFailed("refused to push", violations=state.violations, **result)
     return result

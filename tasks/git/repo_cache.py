@@ -243,15 +243,21 @@ class RepoCache:
         *,
         lease: str | None = None,
         timeout: float = 600.0,
+        create: Sequence[tuple[str, str]] = (),
     ) -> None:
         """Push `rev` from the mirror to `dest_ref` on GitHub; `lease` is the sha the remote
-        ref must still have (a rebase's --force-with-lease), or "" when it must not exist."""
+        ref must still have (a rebase's --force-with-lease), or "" when it must not exist.
+        `create`: (rev, ref) pairs of new refs pushed in the same `--atomic` push, so all of
+        them land or none does; each must not exist yet."""
         args = ["push", "--quiet", "--porcelain"]
         if lease is not None:
             args.append(f"--force-with-lease={dest_ref}:{lease}")
+        if create:
+            args.append("--atomic")
+            args += [f"--force-with-lease={ref}:" for _, ref in create]
         with self.lock(repo, shared=True):
             git(
-                [*args, clone_url, f"{rev}:{dest_ref}"],
+                [*args, clone_url, f"{rev}:{dest_ref}", *(f"{r}:{ref}" for r, ref in create)],
                 self.mirror_path(repo),
                 token,
                 timeout=timeout,

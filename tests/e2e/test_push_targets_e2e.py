@@ -103,8 +103,9 @@ def test_a_normal_pr_is_still_rebased_and_pushed(world: World) -> None:
     old = world.double.branch_sha(REPO, "feature")
     job = world.wait(world.comment("/agent rebase", "alice", number))
     assert job.state == JobState.SUCCEEDED and job.result["outcome"] == "pushed", job.result
-    (push,) = world.double.pushes
-    assert [(u.ref, u.old) for u in push.updates] == [("refs/heads/feature", old)]
+    (push,) = world.double.pushes  # with the old head's backup ref, in one atomic push
+    backup = f"refs/onloop/backup/feature/{job.id}"
+    assert [(u.ref, u.old) for u in push.updates] == [("refs/heads/feature", old), (backup, None)]
 
 
 def test_a_rebase_of_a_forks_default_branch_is_refused(world: World) -> None:

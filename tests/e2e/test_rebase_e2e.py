@@ -3,6 +3,7 @@ push through the GitHub double with the commenter's own token."""
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -102,26 +103,20 @@ class World:
         return number
 
 
-@pytest.fixture
-def world(
-    github_double: GitHubDouble, database_url: str, tmp_path: Path, request: pytest.FixtureRequest
+@contextlib.contextmanager
+def open_world(
+    double: GitHubDouble, database_url: str, tmp_path: Path, **overrides: Any
 ) -> Iterator[World]:
-    """`octo/widgets` and a worker; parametrized indirectly with the text of an
-    organisation file (ONLOOP_CONFIG_FILE) when the test needs one."""
-    org: dict[str, Path] = {}
-    if getattr(request, "param", None) is not None:
-        org["config_file"] = tmp_path / "org.yml"
-        org["config_file"].write_text(request.param)
+    """`octo/widgets` with a PR from `feature`, and a worker under settings `overrides`."""
     redis = RedisServer(tmp_path).start()
     settings = settings_for(
-        github_double,
+        double,
         tmp_path,
         database_url=database_url,
         redis_url=redis.url,
         work_dir=tmp_path / "work",
-        **org,
+        **overrides,
     )
-    double = github_double
     double.create_repo(REPO, files={"README.md": "widgets\n", "lib.py": "A = 1\n"})
     double.create_branch(REPO, "feature")
     double.commit(REPO, "feature", {"feature.py": "print('feature')\n"}, message="Add feature")
@@ -136,6 +131,20 @@ def world(
     db.dispose()
     redis.stop()
     assert not double.merges and not double.approvals
+
+
+@pytest.fixture
+def world(
+    github_double: GitHubDouble, database_url: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[World]:
+    """`octo/widgets` and a worker; parametrized indirectly with the text of an
+    organisation file (ONLOOP_CONFIG_FILE) when the test needs one."""
+    org: dict[str, Path] = {}
+    if getattr(request, "param", None) is not None:
+        org["config_file"] = tmp_path / "org.yml"
+        org["config_file"].write_text(request.param)
+    with open_world(github_double, database_url, tmp_path, **org) as world:
+        yield world
 
 
 def test_clean_rebase_is_pushed_with_the_commenters_token(world: World) -> None:
@@ -329,8 +338,8 @@ def test_a_fork_with_maintainer_edits_is_pushed_to_the_fork(world: World) -> Non
     old = world.double.branch_sha(FORK, "patch")
     job = world.wait(world.comment("/agent rebase", "alice", number))
     assert job.state == JobState.SUCCEEDED and job.result["outcome"] == "pushed", job.result
-    (push,) = world.double.pushes
-    assert (push.repo, push.identity.login) == (FORK, "alice")
+    push, backup = world.double.pushes  # the old head is kept in this repository after it
+    assert (push.repo, push.identity.login) == (FORK, "alice") and backup.repo == REPO
     assert [(u.ref, u.old) for u in push.updates] == [("refs/heads/patch", old)]
     main, new = world.double.branch_sha(REPO, "main"), world.double.branch_sha(FORK, "patch")
     assert git(world.double, "merge-base", "--is-ancestor", str(main), str(new), repo=FORK) == ""

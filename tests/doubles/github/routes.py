@@ -11,6 +11,7 @@ from tests.doubles.github.handlers import (
     graphql,
     issues,
     manifests,
+    matching_refs,
     oauth,
     pulls,
     repos,
@@ -49,6 +50,8 @@ ROUTES: list[Route] = [
     Route("GET", R + "/commits/{ref}/check-runs", checks.list_for_ref),
     Route("GET", R + "/commits/{ref:path}", repos.get_commit),
     Route("GET", R + "/collaborators/{user}/permission", repos.collaborator_permission),
+    Route("GET", R + "/git/matching-refs/{ref:path}", matching_refs.matching_refs),
+    Route("DELETE", R + "/git/refs/{ref:path}", matching_refs.delete_ref),
     # issues, comments, reactions, labels
     Route("GET", R + "/issues", issues.list_issues),
     Route("POST", R + "/issues", issues.create_issue),
