@@ -13,6 +13,7 @@ from tests.doubles.github.handlers import (
     manifests,
     oauth,
     pulls,
+    refs,
     repos,
     review_threads,
 )
@@ -44,6 +45,8 @@ ROUTES: list[Route] = [
     ),
     Route("GET", R + "/branches/{branch:path}", repos.get_branch),
     Route("GET", R + "/rules/branches/{branch:path}", branches.branch_rules),
+    Route("POST", R + "/git/refs", refs.create_ref),
+    Route("POST", R + "/merges", refs.merge),
     Route("GET", R + "/commits/{sha}/pulls", pulls.commit_pulls),
     Route("GET", R + "/commits/{ref}/check-runs", checks.list_for_ref),
     Route("GET", R + "/commits/{ref:path}", repos.get_commit),
