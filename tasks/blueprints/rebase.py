@@ -17,6 +17,7 @@ from tasks.blueprints import Step, run_steps
 from tasks.blueprints.common import Work, begin
 from tasks.blueprints.heads import head_trust
 from tasks.blueprints.pulls import PullRef
+from tasks.blueprints.rebase_verified import rebase_on_verified
 from tasks.git.process import GitError
 from tasks.runner.context import JobContext, JobFailed
 from tasks.runner.people import as_person
@@ -198,6 +199,8 @@ def run_rebase(ctx: JobContext) -> dict[str, Any]:
     base_sha = work.repo.get_branch(pr.base.ref).commit.sha
     state = Rebase(work, pr, PullRef.of(pr, work.repo), base_sha=base_sha)
     _refuse_unpushable_head(state)
+    if (merged := rebase_on_verified(work, pr, state.pull, base_sha)) is not None:
+        return merged  # a head that takes only verified commits: refused, or a merge
     with ctx.db.transaction() as s:
         s.execute(update(Job).where(Job.id == ctx.job.id).values(head_sha=state.head_sha))
     run_steps(ctx, STEPS, state)
