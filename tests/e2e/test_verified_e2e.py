@@ -139,3 +139,40 @@ def test_with_rebase_merge_github_merges_the_base_in(world: World) -> None:
     assert (merge.base, merge.head, merge.login) == ("feature", main, "alice")
     said = [c for c in double.comments(REPO, 2) if c.user == "alice"]
     assert any("Merged `main` into `feature`" in c.body for c in said)
+
+
+def test_a_fix_on_a_new_branch_starts_it_at_the_base_then_commits_verified(world: World) -> None:
+    double = world.double
+    double.protections.add_ruleset(REPO, ["~ALL"], ["required_signatures"])
+    world.authorize("alice")
+    head = double.branch_sha(REPO, "feature")
+    run = failing_run(world, "feature")
+    (job_id,) = world.deliver("workflow_run", workflow_run_failed(double, REPO, run, 2))
+    job = world.wait(job_id)
+    # `feature` has GitHub's protected flag, so the fix goes to a new branch and a PR into it.
+    assert job.state == JobState.SUCCEEDED and job.result["outcome"] == "pr", job.result
+    branch = f"onloop/fix-ci-2-{job_id}"
+    new = double.branch_sha(REPO, branch)
+    assert new is not None and new in double.verified and job.result["new"] == new
+    assert show(double, "%an%n%P", new).split("\n") == ["alice", head]
+    (created,) = [c for c in double.calls("POST", f"/repos/{REPO}/git/refs") if c.status == 201]
+    assert created.json == {"ref": f"refs/heads/{branch}", "sha": head}
+    assert created.identity.login == "alice"
+    assert double.branch_sha(REPO, "feature") == head
+    assert not double.pushes and not receive_packs(double)
+
+
+def test_classic_protection_onloop_cannot_read_says_what_to_do_when_github_refuses(
+    world: World,
+) -> None:
+    double = world.double
+    double.protections.require_signatures(REPO, OWN)  # the App has no administration: read
+    world.authorize("alice")
+    head = double.branch_sha(REPO, OWN)
+    run = failing_run(world, OWN)
+    (job_id,) = world.deliver("workflow_run", workflow_run_failed(double, REPO, run, 1))
+    job = world.wait(job_id)
+    assert job.state == JobState.FAILED and job.result["outcome"] == "unsigned", job.result
+    assert double.branch_sha(REPO, OWN) == head and receive_packs(double)  # git was tried
+    status = world.final_status(job_id, 1).body
+    assert "requires signed commits" in status and "`commits: verified`" in status

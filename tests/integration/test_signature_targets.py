@@ -11,7 +11,9 @@ import pytest
 from github import Auth, Github, GithubException
 from github.Repository import Repository
 
+from app.github.signed_commits import CommitRefused, StaleHead, create_commit_on_branch
 from tasks.blueprints.targets import Refusal, Signatures, push_target, rejected_as_unsigned
+from tasks.git.file_changes import FileChanges
 from tests.doubles.github import GitHubDouble
 
 REPO = "octo/hello"
@@ -125,3 +127,16 @@ def test_the_doubles_refs_and_merges_are_made_and_signed_by_github(
     with pytest.raises(GithubException) as conflict:
         repo.merge("feature", "main")
     assert conflict.value.status == 409
+
+
+def test_create_commit_on_branch_says_stale_when_the_branch_moved(double: GitHubDouble) -> None:
+    client = Github(auth=Auth.Token(double.issue_user_token("alice")), base_url=double.api_url)
+    head = double.branch_sha(REPO, "feature") or ""
+    given = FileChanges("Add a", "Onloop-Job: 1", [{"path": "a", "contents": "YQo="}])
+    made = create_commit_on_branch(client, given.mutation_input(REPO, "feature", head))
+    assert double.branch_sha(REPO, "feature") == made and made in double.verified
+    with pytest.raises(StaleHead):  # `head` is no longer the branch's: nothing is made
+        create_commit_on_branch(client, given.mutation_input(REPO, "feature", head))
+    assert double.branch_sha(REPO, "feature") == made
+    with pytest.raises(CommitRefused, match="does not exist"):
+        create_commit_on_branch(client, given.mutation_input(REPO, "nowhere", head))
