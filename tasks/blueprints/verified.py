@@ -48,9 +48,14 @@ def stale(branch: str) -> JobFailed:
 def commits_to_make(mirror: Path, sha: str, lease: str) -> tuple[str, list[str]]:
     """The commit the branch must start from and the commits to make on it, oldest first.
     With a lease, the commits since it (they must build on it: history cannot be rewritten
-    through createCommitOnBranch); for a new branch, those on no branch of the mirror."""
+    through createCommitOnBranch; none when the lease already holds the same files, as the
+    commit GitHub made in an earlier run of the job does); for a new branch, those on no
+    branch of the mirror."""
     if lease:
         if git(["merge-base", "--is-ancestor", lease, sha], mirror, check=False).returncode:
+            trees = git(["rev-parse", f"{lease}^{{tree}}", f"{sha}^{{tree}}"], mirror).stdout
+            if len(set(trees.split())) == 1:  # an earlier run of the job made this already
+                return lease, []
             raise JobFailed(
                 f"the new head {sha[:12]} does not build on {lease[:12]}; verified commits can "
                 "only be added on top of a branch, never rewrite it, so nothing was pushed"
