@@ -20,7 +20,9 @@ from app.github.write_slots import WriteSlots
 from app.policy.org_config import OrgConfigLoader
 from app.store.db import Database
 from app.store.deployment import deployment_id
+from tasks.blueprints.address_review import run_address_review
 from tasks.blueprints.allow import run_allow
+from tasks.blueprints.apply import run_apply
 from tasks.blueprints.fix_ci import run_fix_ci
 from tasks.blueprints.fix_issue import run_fix_issue
 from tasks.blueprints.rebase import run_rebase
@@ -51,6 +53,8 @@ RUNNERS: Mapping[str, Runner] = {
     Kind.STATUS: run_status,
     Kind.ALLOW: run_allow,
     Kind.CONTINUE: run_continue,
+    Kind.ADDRESS_REVIEW: run_address_review,
+    Kind.APPLY_SUGGESTIONS: run_apply,
 }
 
 

@@ -9,8 +9,8 @@ from types import MappingProxyType
 
 
 class Kind(StrEnum):
-    """The built-in job kinds. The first four and CONTINUE work in a sandbox; help, cancel and
-    status answer; allow opens a pull request."""
+    """The built-in job kinds. The first four, CONTINUE, ADDRESS_REVIEW and APPLY_SUGGESTIONS
+    work in a sandbox; help, cancel and status answer; allow opens a pull request."""
 
     FIX_ISSUE = "fix_issue"
     REBASE_PR = "rebase_pr"
@@ -21,6 +21,8 @@ class Kind(StrEnum):
     STATUS = "status"
     ALLOW = "allow"  # a PR adding the hosts setup was refused to `sandbox.egress`
     CONTINUE = "continue"  # a job stopped at its daily budget, resumed from its WIP branch
+    ADDRESS_REVIEW = "address_review"  # a review of onloop's PR: suggestions, comments, threads
+    APPLY_SUGGESTIONS = "apply_suggestions"  # `/agent apply`: reviewers' suggestion blocks
 
 
 # The installation token every job gets (for its one repository): reads, plus onloop's own
@@ -30,6 +32,10 @@ class Kind(StrEnum):
 BASE_PERMISSIONS: Mapping[str, str] = MappingProxyType(
     {"metadata": "read", "contents": "read", "pull_requests": "read", "issues": "write"}
 )
+
+# Replies in review threads and resolving them
+# (https://docs.github.com/en/rest/pulls/comments#create-a-reply-for-a-review-comment).
+REVIEW_THREADS: Mapping[str, str] = MappingProxyType({**BASE_PERMISSIONS, "pull_requests": "write"})
 
 
 @dataclass(frozen=True)
@@ -79,6 +85,25 @@ KINDS: Kinds = MappingProxyType(
             KindSpec(Kind.REVIEW_PR, verb="review", sandboxed=True, config_key="review"),
             KindSpec(
                 Kind.CONTINUE, verb="continue", sandboxed=True, config_key="fix", on_issues=True
+            ),
+            # Both answer in review threads and resolve them as onloop (the installation
+            # token, so pull_requests: write); the commit is still the person's.
+            KindSpec(
+                Kind.ADDRESS_REVIEW,
+                verb=None,
+                sandboxed=True,
+                config_key="fix",
+                pushes_to_head=True,
+                asked_by="a review of the pull request",
+                permissions=REVIEW_THREADS,
+            ),
+            KindSpec(
+                Kind.APPLY_SUGGESTIONS,
+                verb="apply",
+                sandboxed=True,
+                config_key="fix",
+                pushes_to_head=True,
+                permissions=REVIEW_THREADS,
             ),
             KindSpec(Kind.HELP, verb="help", sandboxed=False),
             KindSpec(Kind.CANCEL, verb="cancel", sandboxed=False),

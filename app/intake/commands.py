@@ -28,6 +28,8 @@ class CommandParams(TypedDict, total=False):
     # fix_issue: the issue as it read when it was labelled (`issue_digest` of its text)
     issue_updated_at: str
     issue_sha256: str
+    review_id: int  # address_review: the review that asked
+    implicit: bool  # nobody typed a command (a review): refusals are said nowhere
 
 
 def issue_digest(title: str | None, body: str | None) -> str:

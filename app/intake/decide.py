@@ -41,6 +41,10 @@ class Ignored(StrEnum):
     NO_SENDER = "ignored: payload names no sender"
     CLOSED = "ignored: issue or pull request is closed"
     OWN_CHECKS = "ignored: onloop's own check suite"
+    NOT_A_REQUEST = "ignored: an approving or dismissed review asks for nothing"
+    OUTSIDER_REVIEW = "ignored: review by someone without a role in the repository"
+    REVIEWS_OFF = "ignored: `fix` is not in this repository's `commands`"
+    IN_REVIEW = "ignored: an /agent line in a review's own comment (the review itself asks)"
     # Found by `record`, not `explain`: no token can be minted for such an installation.
     UNINSTALLED = "ignored: onloop was uninstalled from this account"
     SUSPENDED = "ignored: onloop's installation is suspended"
@@ -193,6 +197,84 @@ def _failed_run(event: Event, config: RepoConfig, run: Run) -> Action | Ignored:
     base = _base(event)
     base["requested_by"] = base["requested_by"] or "github-actions"
     return Command(kind=Kind.FIX_CI, numbers=tuple(prs), head_sha=head_sha, params=params, **base)
+
+
+# What a review's `author_association` says of someone with no role in the repository
+# (https://docs.github.com/en/graphql/reference/enums#commentauthorassociation): unless the
+# repository lets readers trigger work, their reviews start nothing, not even a refused job.
+OUTSIDERS = frozenset({"NONE", "FIRST_TIMER", "FIRST_TIME_CONTRIBUTOR", "CONTRIBUTOR", "MANNEQUIN"})
+REVIEW_REQUESTS = ("commented", "changes_requested")
+
+
+@router.register("pull_request_review", "submitted")
+def _review_submitted(event: Event, config: RepoConfig, kinds: Kinds) -> Action | Ignored:
+    """A review of a pull request: onloop's own follow-up when the PR is onloop's (its branch
+    says so here; otherwise the worker looks for its `Onloop-Job:` trailers and pushes)."""
+    review = event.payload.get("review", {})
+    pr = event.payload.get("pull_request", {})
+    if _is_bot(review.get("user", {})):
+        return Ignored.BOT_SENDER
+    if review.get("state", "").lower() not in REVIEW_REQUESTS:
+        return Ignored.NOT_A_REQUEST
+    if pr.get("state") == "closed":
+        return Ignored.CLOSED
+    if not config.allows("fix"):
+        return Ignored.REVIEWS_OFF
+    if config.trigger_permission != "read" and review.get("author_association") in OUTSIDERS:
+        return Ignored.OUTSIDER_REVIEW
+    number, review_id = pr.get("number"), review.get("id")
+    if number is None or review_id is None:
+        return Ignored.NO_NUMBER
+    base = _base(event)
+    params: CommandParams = {"review_id": review_id, "implicit": True}
+    trigger = trigger_key("review", base["repo"], base["repo_id"], review_id)
+    head = pr.get("head", {})
+    return Command(
+        kind=Kind.ADDRESS_REVIEW,
+        numbers=(number,),
+        head_sha=head.get("sha"),
+        params=params,
+        trigger=trigger,
+        **base,
+    )
+
+
+@router.register("pull_request_review_comment", "created")
+def _review_comment(event: Event, config: RepoConfig, kinds: Kinds) -> Action | Ignored:
+    """`/agent apply` anywhere in a review, or any other `/agent` line as a reply in a review
+    thread: a follow-up of that review (the kinds are the fixed two; a review thread is not
+    the conversation that `/agent help` and the like answer in)."""
+    comment = event.payload.get("comment", {})
+    pr = event.payload.get("pull_request", {})
+    if _is_bot(comment.get("user", {})):
+        return Ignored.BOT_SENDER
+    parsed = parse_command(comment.get("body", ""))
+    if parsed is None:
+        return Ignored.NOT_A_COMMAND
+    verb, args = parsed
+    if verb != "apply" and comment.get("in_reply_to_id") is None:
+        return Ignored.IN_REVIEW
+    if pr.get("state") == "closed":
+        return Ignored.CLOSED
+    if not config.allows("fix"):
+        return Ignored.REVIEWS_OFF
+    number, comment_id = pr.get("number"), comment.get("id")
+    if number is None:
+        return Ignored.NO_NUMBER
+    kind = Kind.APPLY_SUGGESTIONS if verb == "apply" else Kind.ADDRESS_REVIEW
+    params: CommandParams = {"verb": verb, "args": args}
+    base = _base(event)
+    trigger = None
+    if comment_id is not None:
+        trigger = trigger_key("review-comment", base["repo"], base["repo_id"], comment_id)
+    return Command(
+        kind=kind,
+        numbers=(number,),
+        head_sha=pr.get("head", {}).get("sha"),
+        params=params,
+        trigger=trigger,
+        **base,
+    )
 
 
 @router.register("check_suite", "completed")

@@ -2,9 +2,9 @@
 
 GitHub signs a delivery's body but not when it was sent, and a new X-GitHub-Delivery GUID is
 all a replay needs, so a captured body (a leaked log, GitHub's own "Recent deliveries" page)
-could be sent again much later. The time of the act itself is in the signed body: a comment's
-`created_at`, and for a label the issue's `updated_at`, which labelling sets
-(https://docs.github.com/en/webhooks/webhook-events-and-payloads#issues).
+could be sent again much later. The time of the act itself is in the signed body: a
+comment's `created_at`, a review's `submitted_at`, and for a label the issue's `updated_at`,
+which labelling sets (https://docs.github.com/en/webhooks/webhook-events-and-payloads#issues).
 """
 
 from __future__ import annotations
@@ -24,20 +24,20 @@ ACTED_AT: Mapping[tuple[str, str], tuple[str, str]] = MappingProxyType(
     {
         ("issue_comment", "created"): ("comment", "created_at"),
         ("issues", "labeled"): ("issue", "updated_at"),
+        ("pull_request_review", "submitted"): ("review", "submitted_at"),
+        ("pull_request_review_comment", "created"): ("comment", "created_at"),
     }
 )
 
 
 def acted_at(event: Event) -> datetime | None:
     """When the person acted, as the signed body says; None when it says nothing usable."""
-    key = (event.name, event.action or "")
-    if key == ("issue_comment", "created"):
-        stamp = event.payload.get("comment", {}).get("created_at")
-    elif key == ("issues", "labeled"):
-        stamp = event.payload.get("issue", {}).get("updated_at")
-    else:
+    where = ACTED_AT.get((event.name, event.action or ""))
+    if where is None:
         return None
-    if stamp is None:
+    holder: Mapping[str, object] = event.payload.get(where[0], {})  # type: ignore[assignment]
+    stamp = holder.get(where[1])
+    if not isinstance(stamp, str):
         return None
     try:
         return parse_time(stamp)

@@ -48,6 +48,7 @@ class Head(TypedDict, total=False):
 
 class PullRequest(TypedDict, total=False):
     number: Number
+    state: Name  # "open", "closed"
     merged: bool
     head: Head
 
@@ -76,6 +77,21 @@ class Comment(TypedDict, total=False):
     body: str
     user: User
     created_at: Time  # ISO 8601
+    in_reply_to_id: Id  # a review comment's thread: the comment it answers
+    author_association: Name
+
+
+class Review(TypedDict, total=False):
+    """A pull request review (`pull_request_review`); its `state` is lowercase in webhooks
+    ("commented", "changes_requested", "approved") and uppercase in the REST API."""
+
+    id: Id
+    user: User
+    body: str
+    state: Name
+    commit_id: Sha
+    author_association: Name
+    submitted_at: Time  # ISO 8601
 
 
 class App(TypedDict, total=False):
@@ -115,6 +131,7 @@ class Payload(TypedDict, total=False):
     issue: Issue
     label: Label
     comment: Comment
+    review: Review
     pull_request: PullRequest
     check_suite: Run
     workflow_run: Run

@@ -52,6 +52,7 @@ class Change:
     violations: list[str] = field(default_factory=list)
     outcome: ChangeOutcome | None = None
     budget: Line | None = None  # the daily budget the agent step used up, when it did
+    use_agent: bool = True  # False: the change is onloop's own (applied suggestions)
 
     def ran(self) -> str:
         """What ran, as Markdown lines."""
@@ -116,6 +117,8 @@ def _plan(change: Change) -> str | None:
 
 
 def _agent(change: Change) -> str | None:
+    if not change.use_agent:
+        return "not needed"
     agent = configured_agent(change.work.ctx)
     if agent is None:
         return "no agent configured"
@@ -187,12 +190,14 @@ def make_change(
     refs: Sequence[str] = (),
     trailers: Sequence[str] = (),
     base: str | None = None,
+    agent: bool = True,
 ) -> Change:
     """Check out `rev` in a sandbox (`trust`: of the code at `rev`) and run the steps; the
     sandbox is gone afterwards. `base` (default: `rev`) is what the guard checks the change
-    against: a continued job's is where the first run began."""
+    against: a continued job's is where the first run began. `agent` False: no agent step."""
     with work.sandbox(rev, trust=trust, branch=branch, refs=refs) as js:
         start = base or js.sha
         change = Change(work, js.sandbox, task.kind, task, subject, trailers, base=start)
+        change.use_agent = agent
         run_steps(work.ctx, STEPS, change)
     return change

@@ -8,6 +8,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
+from github import Github
 from github.Repository import Repository
 
 import app.github.clients as gh
@@ -55,6 +56,12 @@ class Work:
     @property
     def place(self) -> Workplace:
         return self.ctx.workplace
+
+    @cached_property
+    def repo_client(self) -> Github:
+        """onloop's own client for this repository (the job's installation token): GraphQL
+        calls made as onloop, such as answering and resolving review threads."""
+        return self.ctx.github.installation_client(self.install_token)
 
     @cached_property
     def user_repo(self) -> Repository:
@@ -260,9 +267,13 @@ def begin(
     verb: str,
     found: tuple[gh.InstallationToken, Repository] | None = None,
     pull: PullRef | None = None,
+    acting: tuple[str, int | None] | None = None,
 ) -> Work:
     """Policy and authorisation before any work; refuses, or waits for the person's OAuth.
-    `found` is the job's `installation_repo` and `pull` its pull request, when known already."""
+    `found` is the job's `installation_repo` and `pull` its pull request, when known already.
+    `acting`: the person whose token does the work when it is not the one who asked (a
+    review's follow-up is the PR owner's commit): the asker passes the policy, then the job
+    acts as them, and waits for their authorisation."""
     install_token, repo = found or installation_repo(ctx)
     login = ctx.job.requested_by
     if ctx.authorization_expired:
@@ -280,6 +291,9 @@ def begin(
         budgets = check_start(ctx, loaded.config)
         step.output = f"@{login} is {role}; {loaded.config.trigger_permission} needed"
         step.output += f"; budgets: {budgets or 'none'}"
+    if acting is not None:
+        act_as(ctx, *acting)
+        login = acting[0]
     with ctx.step("authorization"):
         try:
             token = user_token(ctx, login, ctx.job.requested_by_id)

@@ -61,6 +61,12 @@ def help_text(loaded: LoadedConfig, params: CommandParams) -> str:
     for verb in ALLOWED_COMMANDS:
         if verb in loaded.config.commands:
             lines.append(f"- `/agent {verb}`: {VERB_HELP[verb]}")
+    if "fix" in loaded.config.commands:
+        lines.append(
+            "- `/agent apply`: commit every unresolved `suggestion` block of the reviews in "
+            "one commit, in your name, once the checks pass (a review of onloop's own pull "
+            "request is followed up by itself)"
+        )
     lines += [
         "- `/agent allow`: open a pull request, in your name, that lets setup reach the "
         "hosts it was last refused here (those the organisation permits)",

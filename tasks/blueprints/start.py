@@ -141,7 +141,9 @@ def check_policy(
         kinds=ctx.kinds,
     )
     if not verdict.allowed:
-        quiet = automatic and verdict.rule in QUIET_RULES
+        # A review asked for nothing by name: its refusals are said nowhere but the record.
+        implicit = bool(ctx.params.get("implicit"))
+        quiet = (automatic and verdict.rule in QUIET_RULES) or implicit
         who = Asker(login, role, loaded.config.trigger_permission)
         if not who.permitted and not quiet:  # an outsider: one notice a day, then silence
             message = ""

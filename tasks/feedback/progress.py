@@ -29,9 +29,14 @@ LIMIT = 60_000  # GitHub's comment and check run output limit is 65535 character
 
 
 def who(job: Job) -> str:
-    params = Command.from_params(job.params or {}).params
-    automatic = job.kind == Kind.FIX_CI and params.get("automatic")
-    return "a failing CI run" if automatic else f"@{job.requested_by}"
+    command = Command.from_params(job.params or {})
+    automatic = job.kind == Kind.FIX_CI and command.params.get("automatic")
+    if automatic:
+        return "a failing CI run"
+    asker = command.requested_by
+    if job.kind == Kind.ADDRESS_REVIEW and asker and asker != job.requested_by:
+        return f"@{asker}, in the name of @{job.requested_by}"  # the PR owner's commit
+    return f"@{job.requested_by}"
 
 
 def work_started(steps: Sequence[StepRecord]) -> bool:
@@ -210,7 +215,10 @@ def result_summary(result: Mapping[str, Any]) -> str:
         n, s = int(result.get("comments") or 0), int(result.get("suggestions") or 0)
         return f"Review with {n} comment{'s' * (n != 1)} ({s} with a suggested fix)."
     if result.get("outcome"):
-        return f"Outcome: `{result['outcome']}`."
+        said = f"Outcome: `{result['outcome']}`."
+        if result.get("followup"):  # review follow-ups: what became of each suggestion
+            said += f"\n\n{result['followup']}"
+        return said
     return ""
 
 

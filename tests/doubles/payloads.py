@@ -6,8 +6,12 @@ import itertools
 import time
 from typing import Any
 
-from tests.doubles.github.api import iso
+from tests.doubles.github import shapes
+from tests.doubles.github.api import Ctx, iso
 from tests.doubles.github.double import GitHubDouble
+from tests.doubles.github.handlers import review_comments
+from tests.doubles.github.model import Review
+from tests.doubles.github.threads import locate, threads
 from tests.doubles.webhooks import load_fixture
 
 _comment_ids = itertools.count(900_000)
@@ -138,3 +142,60 @@ def check_suite_failed(
         pull_requests=[_pull_ref(double, repo, number)] if number is not None else [],
     )
     return data
+
+
+def _ctx(double: GitHubDouble) -> Ctx:
+    """A request context for shaping objects the way the double's REST API shows them."""
+    return Ctx(double, "GET", "", {}, {}, b"", double.url)
+
+
+def pull_request_review(
+    double: GitHubDouble, repo: str, review: Review, action: str = "submitted"
+) -> dict[str, Any]:
+    """pull_request_review.<action> for the double's review, shaped like octokit/webhooks'
+    `pull_request_review/submitted.payload.json`: the REST review and pull request, except that
+    the webhook's `review.state` is lower case ("commented", "changes_requested", "approved")."""
+    ctx = _ctx(double)
+    r = double.repo(repo)
+    shown = shapes.review(ctx, review)
+    shown["state"] = shown["state"].lower()
+    shown["_links"] = {
+        "html": {"href": shown["html_url"]},
+        "pull_request": {"href": shown["pull_request_url"]},
+    }
+    return {
+        "action": action,
+        "review": shown,
+        "pull_request": shapes.pull(ctx, r, double.issue(repo, review.number)),
+        "repository": _repository(double, repo),
+        "installation": {"id": _installation_id(double, repo)},
+        "sender": _sender(double, review.user),
+    }
+
+
+def pull_request_review_comment(
+    double: GitHubDouble, repo: str, comment_id: int, action: str = "created"
+) -> dict[str, Any]:
+    """pull_request_review_comment.<action> for review comment (or reply) `comment_id`, its
+    `comment` as the REST API shows it (a reply has `in_reply_to_id`), like octokit/webhooks'
+    `pull_request_review_comment/created.payload.json`."""
+    ctx = _ctx(double)
+    r = double.repo(repo)
+    found = locate(double, comment_id)
+    assert found is not None, f"no review comment {comment_id}"
+    issue = double.issue(repo, found[0].number)
+    files = review_comments.files_of(ctx, r, issue)
+    (comment,) = [
+        review_comments.comment_json(ctx, r, issue, t, e, files)
+        for t in threads(ctx, r, issue)
+        for e in t.entries
+        if e.id == comment_id
+    ]
+    return {
+        "action": action,
+        "comment": comment,
+        "pull_request": shapes.pull(ctx, r, issue),
+        "repository": _repository(double, repo),
+        "installation": {"id": _installation_id(double, repo)},
+        "sender": _sender(double, comment["user"]["login"]),
+    }

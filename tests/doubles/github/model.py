@@ -114,8 +114,20 @@ class Review:
     event: str
     body: str
     commit_id: str
-    comments: list[dict[str, Any]]
+    comments: list[dict[str, Any]]  # each starts a review thread (threads.py)
     submitted_at: float
+
+
+@dataclass
+class ReviewReply:
+    """A reply in the review thread that review comment `root` started."""
+
+    id: int
+    review_id: int  # GitHub gives each REST reply a review of its own
+    root: int
+    user: str
+    body: str
+    created_at: float
 
 
 @dataclass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 
 from tests.doubles.github.model import Call, Fault, Push, Refusal
@@ -37,6 +38,19 @@ class Recorder:
                 and (path_prefix is None or c.path.startswith(path_prefix))
                 and (surface is None or c.surface == surface)
             ]
+
+    def graphql_calls(self, field: str | None = None) -> list[Call]:
+        """Recorded POSTs to /api/graphql whose query names `field` (e.g. "resolveReviewThread"),
+        oldest first; `identity.login` says whose token made each, `json` holds its variables."""
+        return [
+            c
+            for c in self.calls("POST", "/api/graphql", surface="web")
+            if field is None
+            or (
+                isinstance(c.json, dict)
+                and re.search(rf"\b{re.escape(field)}\b", str(c.json.get("query", "")))
+            )
+        ]
 
     @property
     def merges(self) -> list[Refusal]:

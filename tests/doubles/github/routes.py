@@ -8,13 +8,14 @@ from tests.doubles.github.handlers import (
     apps,
     branches,
     checks,
-    commit_on_branch,
+    graphql,
     issues,
     manifests,
     oauth,
     pulls,
     refs,
     repos,
+    review_comments,
     review_threads,
 )
 
@@ -80,7 +81,18 @@ ROUTES: list[Route] = [
     Route("GET", R + "/pulls/{number:int}/reviews", pulls.list_reviews),
     Route("POST", R + "/pulls/{number:int}/reviews", pulls.create_review),
     Route("POST", R + "/pulls/{number:int}/reviews/{id:int}/events", pulls.submit_review),
-    Route("GET", R + "/pulls/{number:int}/comments", review_threads.list_comments),
+    Route(
+        "GET",
+        R + "/pulls/{number:int}/reviews/{id:int}/comments",
+        review_comments.list_review_comments,
+    ),
+    Route("GET", R + "/pulls/{number:int}/comments", review_comments.list_comments),
+    Route("GET", R + "/pulls/comments/{id:int}", review_comments.get_comment),
+    Route(
+        "POST",
+        R + "/pulls/{number:int}/comments/{comment_id:int}/replies",
+        review_comments.create_reply,
+    ),
     Route("GET", R + "/pulls/{number:int}/files", review_threads.list_files),
     # check runs (only installations may write them)
     Route("POST", R + "/check-runs", checks.create),
@@ -96,5 +108,5 @@ WEB_ROUTES: list[Route] = [
     Route("GET", "/login/oauth/authorize", oauth.authorize),
     Route("POST", "/login/oauth/access_token", oauth.access_token),
     Route("GET", "/_actions/logs/{key}", actions.download_log),
-    Route("POST", "/api/graphql", commit_on_branch.graphql),
+    Route("POST", "/api/graphql", graphql.graphql),
 ]

@@ -226,8 +226,16 @@ def reaction(ctx: Ctx, x: Reaction) -> dict[str, Any]:
     }
 
 
+# A review's REST `state` for the event that made it; webhooks give it in lower case.
+REVIEW_STATES = {
+    "COMMENT": "COMMENTED",
+    "REQUEST_CHANGES": "CHANGES_REQUESTED",
+    "APPROVE": "APPROVED",
+}
+
+
 def review(ctx: Ctx, v: Review) -> dict[str, Any]:
-    state = {"COMMENT": "COMMENTED", "REQUEST_CHANGES": "CHANGES_REQUESTED"}.get(v.event, "PENDING")
+    state = REVIEW_STATES.get(v.event, "PENDING")
     return {
         "id": v.id,
         "node_id": node_id("PRR", v.id),
@@ -235,7 +243,7 @@ def review(ctx: Ctx, v: Review) -> dict[str, Any]:
         "body": v.body,
         "state": state,
         "commit_id": v.commit_id,
-        "submitted_at": iso(v.submitted_at),
+        "submitted_at": None if state == "PENDING" else iso(v.submitted_at),
         "author_association": "NONE",
         "html_url": ctx.web(f"/{v.repo}/pull/{v.number}#pullrequestreview-{v.id}"),
         "pull_request_url": ctx.api(f"/repos/{v.repo}/pulls/{v.number}"),

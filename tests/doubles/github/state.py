@@ -24,11 +24,13 @@ from tests.doubles.github.model import (
     Installation,
     Repo,
     Review,
+    ReviewReply,
     Token,
     User,
 )
 from tests.doubles.github.oauth import OAuthState
 from tests.doubles.github.recording import Recorder
+from tests.doubles.github.review_activity import ReviewActivity
 
 # What `onloop setup`'s manifest asks for: jobs are tested with the App's real permissions.
 DEFAULT_PERMISSIONS = dict(MANIFEST_PERMISSIONS)
@@ -41,7 +43,7 @@ def _token_value(prefix: str) -> str:
     return prefix + "".join(secrets.choice(alphabet) for _ in range(36))
 
 
-class State(Activity, Recorder):
+class State(Activity, ReviewActivity, Recorder):
     """All mutable data; every handler runs holding `lock`."""
 
     def __init__(self, root: Path, app: App) -> None:
@@ -57,6 +59,8 @@ class State(Activity, Recorder):
         self.repos: dict[str, Repo] = {}
         self.comments_by_id: dict[int, Comment] = {}
         self.reviews: dict[int, Review] = {}
+        self.review_replies: dict[int, ReviewReply] = {}  # by id (threads.py)
+        self.resolved_threads: dict[int, str] = {}  # root comment id -> who resolved it
         self.tokens: dict[str, Token] = {}
         self.deliveries: list[Delivery] = []
         self.oauth = OAuthState(self)  # sign-in, codes, refresh tokens (oauth.py)

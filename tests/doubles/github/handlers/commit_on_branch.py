@@ -1,6 +1,7 @@
 """GraphQL `createCommitOnBranch`: a commit GitHub makes and signs itself (Verified), authored
 by the token's user, refused as STALE_DATA when the branch no longer has `expectedHeadOid`
-(https://docs.github.com/en/graphql/reference/mutations#createcommitonbranch)."""
+(https://docs.github.com/en/graphql/reference/mutations#createcommitonbranch); graphql.py
+dispatches to it."""
 
 from __future__ import annotations
 
@@ -85,12 +86,3 @@ def create_commit_on_branch(ctx: Ctx, given: dict[str, Any]) -> Response:
     ctx.state.verified.add(sha)
     url = f"{ctx.base_url}/{repo.full_name}/commit/{sha}"
     return Response(200, {"data": {"createCommitOnBranch": {"commit": {"oid": sha, "url": url}}}})
-
-
-def graphql(ctx: Ctx) -> Response:
-    """POST /api/graphql: the mutations the double knows, by name in the query."""
-    body = ctx.json or {}
-    query, variables = str(body.get("query", "")), body.get("variables") or {}
-    if "createCommitOnBranch" in query:
-        return create_commit_on_branch(ctx, variables.get("input") or {})
-    raise ApiError(400, "GitHub double: unknown GraphQL operation")

@@ -184,9 +184,11 @@ def list_reviews(ctx: Ctx) -> Response:
     items = [
         v
         for v in ctx.state.reviews.values()
-        if v.repo == repo.full_name and v.number == issue.number
+        if v.repo == repo.full_name
+        and v.number == issue.number
+        and (v.event != "PENDING" or v.user == ctx.identity.login)  # drafts: their author's
     ]
-    return paginate(ctx, [shapes.review(ctx, v) for v in items])
+    return paginate(ctx, [shapes.review(ctx, v) for v in sorted(items, key=lambda v: v.id)])
 
 
 def create_review(ctx: Ctx) -> Response:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tests.doubles.github import gitrepo, shapes
-from tests.doubles.github.api import ApiError, Ctx, Response, iso, paginate
+from tests.doubles.github.api import ApiError, Ctx, Response, paginate
 from tests.doubles.github.auth import authorize
 from tests.doubles.github.model import Issue, Repo
 
@@ -106,6 +106,27 @@ def _hunk_of(f: FilePatch, line: int, side: str) -> int | None:
     return None
 
 
+def locate_line(f: FilePatch, line: int, side: str) -> tuple[int, str] | None:
+    """(position, diff_hunk) of `line` in the file's patch: the position counts the lines below
+    its first @@ header, the hunk runs from its header down to the line, as GitHub gives them
+    (https://docs.github.com/en/rest/pulls/comments#create-a-review-comment-for-a-pull-request)."""
+    old = new = 0
+    header = 0
+    for index, text in enumerate(f.patch_lines):
+        if (m := _HUNK.match(text)) is not None:
+            old, new, header = int(m.group(1)), int(m.group(3)), index
+            continue
+        kind = text[:1]
+        if kind == "\\":  # "\ No newline at end of file"
+            continue
+        here = (new if kind != "-" else None) if side == "RIGHT" else (old if kind != "+" else None)
+        if here == line:
+            return index, "\n".join(f.patch_lines[header : index + 1])
+        old += kind != "+"
+        new += kind != "-"
+    return None
+
+
 def check_comments(ctx: Ctx, repo: Repo, issue: Issue, comments: list[Any]) -> list[dict[str, Any]]:
     """The review's comments with ids, or the 422 GitHub answers for the whole review."""
     files = {f.path: f for f in split(pull_diff(ctx, repo, issue))}
@@ -124,6 +145,8 @@ def check_comments(ctx: Ctx, repo: Repo, issue: Issue, comments: list[Any]) -> l
             if hunk is None:
                 raise ApiError(422, "Unprocessable Entity", [NOT_IN_DIFF])
             item |= {"line": line, "side": side, "start_line": None, "start_side": None}
+            position, hunk_text = locate_line(f, line, side) or (None, "")
+            item |= {"position": position, "original_position": position, "diff_hunk": hunk_text}
             if raw.get("start_line") is not None:
                 start, start_side = int(raw["start_line"]), str(raw.get("start_side") or side)
                 if start >= line and start_side == side:
@@ -160,54 +183,6 @@ def list_files(ctx: Ctx) -> Response:
         }
         for f in split(pull_diff(ctx, repo, issue))
     ]
-    return paginate(ctx, items)
-
-
-def list_comments(ctx: Ctx) -> Response:
-    """GET /repos/{o}/{r}/pulls/{n}/comments: the inline comments of the PR's reviews."""
-    repo = ctx.repo()
-    authorize(ctx.state, ctx.identity, repo, "pull_requests", "read")
-    issue = _pull(ctx, repo)
-    reviews = sorted(
-        (
-            v
-            for v in ctx.state.reviews.values()
-            if v.repo == repo.full_name and v.number == issue.number
-        ),
-        key=lambda v: v.id,
-    )
-    items = []
-    for v in reviews:
-        for c in v.comments:
-            api = ctx.api(f"/repos/{repo.full_name}/pulls/comments/{c['id']}")
-            items.append(
-                {
-                    "id": c["id"],
-                    "node_id": shapes.node_id("PRRC", c["id"]),
-                    "pull_request_review_id": v.id,
-                    "path": c["path"],
-                    "body": c["body"],
-                    "line": c.get("line"),
-                    "original_line": c.get("line"),
-                    "side": c.get("side"),
-                    "start_line": c.get("start_line"),
-                    "original_start_line": c.get("start_line"),
-                    "start_side": c.get("start_side"),
-                    "position": c.get("position"),
-                    "commit_id": v.commit_id,
-                    "original_commit_id": v.commit_id,
-                    "diff_hunk": "",
-                    "user": shapes.user(ctx, v.user),
-                    "created_at": iso(v.submitted_at),
-                    "updated_at": iso(v.submitted_at),
-                    "url": api,
-                    "html_url": ctx.web(
-                        f"/{repo.full_name}/pull/{issue.number}#discussion_r{c['id']}"
-                    ),
-                    "pull_request_url": ctx.api(f"/repos/{repo.full_name}/pulls/{issue.number}"),
-                    "subject_type": "line",
-                }
-            )
     return paginate(ctx, items)
 
 
