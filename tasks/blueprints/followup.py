@@ -58,7 +58,8 @@ class Followup:
     applied: list[Suggestion] = field(default_factory=list)
     suggested_sha: str | None = None  # the head with the suggestions applied
     change: Change | None = None
-    new_sha: str | None = None  # the one commit to push
+    new_sha: str | None = None  # the one commit to push (GitHub's, once it made it verified)
+    made_sha: str | None = None  # that commit as made in the mirror
     outcome: ChangeOutcome | None = None
     answers: dict[str, Said] = field(default_factory=dict)  # thread id → what was said
 
@@ -180,7 +181,8 @@ def push(state: Followup) -> str | None:
     if not pull.can_push_to_head:
         state.outcome = ChangeOutcome.FORK
         return "the fork does not allow edits from maintainers: nothing pushed"
-    work.push(
+    state.made_sha = state.new_sha
+    state.new_sha = work.push(  # GitHub's sha where it made a verified commit
         state.new_sha,
         pull.head_ref,
         lease=pull.head_sha,
@@ -195,7 +197,7 @@ def _changed_paths(state: Followup) -> set[str]:
     if state.new_sha is None:
         return set()
     mirror = state.work.place.cache.mirror_path(state.work.repo.full_name)
-    names = ["diff", "--name-only", "-z", state.head_sha, state.new_sha]
+    names = ["diff", "--name-only", "-z", state.head_sha, state.made_sha or state.new_sha]
     return set(filter(None, git(names, mirror).stdout.split("\0")))
 
 
