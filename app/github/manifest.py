@@ -29,7 +29,15 @@ PERMISSIONS = {
     "actions": "read",
     "metadata": "read",
 }
-EVENTS = ["issues", "issue_comment", "pull_request", "check_suite", "workflow_run"]
+EVENTS = [
+    "issues",
+    "issue_comment",
+    "pull_request",
+    "pull_request_review",
+    "pull_request_review_comment",
+    "check_suite",
+    "workflow_run",
+]
 # What the callback writes; refusing to overwrite any of them keeps a working App in place.
 WRITTEN = (
     "ONLOOP_APP_ID",

@@ -19,7 +19,7 @@ query($owner: String!, $name: String!, $number: Int!, $cursor: String) {
       reviewThreads(first: 50, after: $cursor) {
         nodes {
           id isResolved isOutdated path line startLine originalLine originalStartLine diffSide
-          comments(first: 50) { nodes { id databaseId body author { login } } }
+          comments(first: 50) { nodes { id databaseId body author { login __typename } } }
         }
         pageInfo { hasNextPage endCursor }
       }
@@ -78,7 +78,12 @@ def _thread(node: Mapping[str, Any]) -> Thread | None:
     for c in (node.get("comments") or {}).get("nodes") or []:
         cid = _int(c.get("databaseId"))
         if cid is not None:
-            author = _str((c.get("author") or {}).get("login"))  # null: a deleted account
+            who = c.get("author") or {}  # null: a deleted account
+            author = _str(who.get("login"))
+            # GraphQL names an App's bot without REST's `[bot]` suffix: put it back, so one
+            # login means one account (https://docs.github.com/en/graphql/reference/objects#bot).
+            if who.get("__typename") == "Bot" and author and not author.endswith("[bot]"):
+                author += "[bot]"
             comments.append(ThreadComment(cid, _str(c.get("body")), author))
     if not isinstance(node.get("id"), str):
         return None

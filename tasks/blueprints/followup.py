@@ -59,7 +59,6 @@ class Followup:
     suggested_sha: str | None = None  # the head with the suggestions applied
     change: Change | None = None
     new_sha: str | None = None  # the one commit to push (GitHub's, once it made it verified)
-    made_sha: str | None = None  # that commit as made in the mirror
     outcome: ChangeOutcome | None = None
     answers: dict[str, Said] = field(default_factory=dict)  # thread id → what was said
 
@@ -181,7 +180,6 @@ def push(state: Followup) -> str | None:
     if not pull.can_push_to_head:
         state.outcome = ChangeOutcome.FORK
         return "the fork does not allow edits from maintainers: nothing pushed"
-    state.made_sha = state.new_sha
     state.new_sha = work.push(  # GitHub's sha where it made a verified commit
         state.new_sha,
         pull.head_ref,
@@ -193,11 +191,14 @@ def push(state: Followup) -> str | None:
     return f"pushed {state.new_sha[:12]} to {pull.head_ref}"
 
 
-def _changed_paths(state: Followup) -> set[str]:
-    if state.new_sha is None:
+def _agent_paths(state: Followup) -> set[str]:
+    """The files the sandbox's part of the change touched (the agent and the fixers), on
+    top of the applied suggestions."""
+    tip = state.change.new_sha if state.change is not None else None
+    if tip is None:
         return set()
     mirror = state.work.place.cache.mirror_path(state.work.repo.full_name)
-    names = ["diff", "--name-only", "-z", state.head_sha, state.made_sha or state.new_sha]
+    names = ["diff", "--name-only", "-z", state.suggested_sha or state.head_sha, tip]
     return set(filter(None, git(names, mirror).stdout.split("\0")))
 
 
@@ -228,7 +229,7 @@ def answer(state: Followup) -> str | None:
         thread = item.thread if isinstance(item, Suggestion) else item
         _reply(state, thread, Said.SKIPPED, f"Not applied: {why}.", resolve=False)
     agent = state.change.agent if state.change is not None else None
-    changed = _changed_paths(state) - set(state.files) if pushed else set()
+    changed = _agent_paths(state) if pushed else set()
     for remark in state.requests.remarks:
         if remark.thread is None:
             continue

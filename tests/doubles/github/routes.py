@@ -80,6 +80,8 @@ ROUTES: list[Route] = [
     Route("PUT", R + "/pulls/{number:int}/merge", pulls.merge_pull),
     Route("GET", R + "/pulls/{number:int}/reviews", pulls.list_reviews),
     Route("POST", R + "/pulls/{number:int}/reviews", pulls.create_review),
+    Route("GET", R + "/pulls/{number:int}/reviews/{id:int}", pulls.get_review),
+    Route("GET", R + "/pulls/{number:int}/commits", pulls.list_commits),
     Route("POST", R + "/pulls/{number:int}/reviews/{id:int}/events", pulls.submit_review),
     Route(
         "GET",

@@ -244,7 +244,7 @@ def review(ctx: Ctx, v: Review) -> dict[str, Any]:
         "state": state,
         "commit_id": v.commit_id,
         "submitted_at": None if state == "PENDING" else iso(v.submitted_at),
-        "author_association": "NONE",
+        "author_association": association(ctx, ctx.state.repo(v.repo), v.user),
         "html_url": ctx.web(f"/{v.repo}/pull/{v.number}#pullrequestreview-{v.id}"),
         "pull_request_url": ctx.api(f"/repos/{v.repo}/pulls/{v.number}"),
     }

@@ -7,7 +7,7 @@ import time
 from tests.doubles.github import gitrepo, shapes
 from tests.doubles.github.api import ApiError, Ctx, Response, not_found, paginate
 from tests.doubles.github.auth import authorize
-from tests.doubles.github.handlers import review_threads
+from tests.doubles.github.handlers import repos, review_threads
 from tests.doubles.github.model import Issue, Refusal, Repo, Review
 
 NEVER = "onloop must never {what}: the GitHub double refuses it"
@@ -189,6 +189,37 @@ def list_reviews(ctx: Ctx) -> Response:
         and (v.event != "PENDING" or v.user == ctx.identity.login)  # drafts: their author's
     ]
     return paginate(ctx, [shapes.review(ctx, v) for v in sorted(items, key=lambda v: v.id)])
+
+
+def list_commits(ctx: Ctx) -> Response:
+    """GET .../pulls/{n}/commits: the head's commits not on the base, oldest first (GitHub
+    lists at most 250: https://docs.github.com/en/rest/pulls/pulls#list-commits-on-a-pull-request)."""
+    repo = ctx.repo()
+    authorize(ctx.state, ctx.identity, repo, "pull_requests", "read")
+    issue = _pull(ctx, repo)
+    assert issue.pull is not None
+    p = issue.pull
+    head_repo = ctx.state.find_repo(p.head_repo) or repo
+    env = None
+    if head_repo is not repo:  # a fork: read its objects too
+        env = {"GIT_ALTERNATE_OBJECT_DIRECTORIES": str(head_repo.git_dir / "objects")}
+    listed = gitrepo.git(
+        repo.git_dir, "rev-list", "--reverse", f"{p.base_sha}..{p.head_sha}", env=env, check=False
+    )
+    shas = listed.split()[:250]
+    return paginate(ctx, [repos.commit_json(ctx, head_repo, sha) for sha in shas])
+
+
+def get_review(ctx: Ctx) -> Response:
+    """GET .../reviews/{id}: one review of this pull request (a draft only for its author)."""
+    repo = ctx.repo()
+    authorize(ctx.state, ctx.identity, repo, "pull_requests", "read")
+    issue = _pull(ctx, repo)
+    v = ctx.state.reviews.get(int(ctx.params["id"]))
+    hidden = v is not None and v.event == "PENDING" and v.user != ctx.identity.login
+    if v is None or v.repo != repo.full_name or v.number != issue.number or hidden:
+        raise not_found()
+    return Response(200, shapes.review(ctx, v))
 
 
 def create_review(ctx: Ctx) -> Response:

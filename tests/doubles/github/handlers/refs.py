@@ -12,7 +12,7 @@ from tests.doubles.github.api import ApiError, Ctx, Response
 from tests.doubles.github.auth import authorize
 from tests.doubles.github.gitrepo import _write_object
 from tests.doubles.github.handlers.commit_on_branch import SIGNATURE
-from tests.doubles.github.handlers.repos import _commit
+from tests.doubles.github.handlers.repos import commit_json
 from tests.doubles.github.model import Repo
 
 
@@ -106,4 +106,4 @@ def merge(ctx: Ctx) -> Response:
     gitrepo.git(repo.git_dir, "update-ref", f"refs/heads/{base}", sha, base_sha)
     login = ctx.identity.login or ctx.state.app.bot_login
     ctx.state.branch_merges.append(BranchMerge(repo.full_name, base, head, sha, login))
-    return Response(201, _commit(ctx, repo, sha))
+    return Response(201, commit_json(ctx, repo, sha))

@@ -73,7 +73,7 @@ def get_branch(ctx: Ctx) -> Response:
         200,
         {
             "name": branch,
-            "commit": _commit(ctx, repo, sha),
+            "commit": commit_json(ctx, repo, sha),
             "protected": ctx.state.protections.is_protected(repo, branch),
             "_links": {
                 "self": ctx.api(f"/repos/{repo.full_name}/branches/{branch}"),
@@ -83,7 +83,8 @@ def get_branch(ctx: Ctx) -> Response:
     )
 
 
-def _commit(ctx: Ctx, repo: Repo, sha: str) -> dict[str, Any]:
+def commit_json(ctx: Ctx, repo: Repo, sha: str) -> dict[str, Any]:
+    """A commit as GET /repos/{o}/{r}/commits/{sha} shows it."""
     info = gitrepo.commit_info(repo.git_dir, sha)
     api = ctx.api(f"/repos/{repo.full_name}/commits/{sha}")
     return {
@@ -121,7 +122,7 @@ def get_commit(ctx: Ctx) -> Response:
     sha = gitrepo.rev(repo.git_dir, ctx.params["ref"])
     if sha is None:
         raise ApiError(422, f"No commit found for SHA: {ctx.params['ref']}")
-    return Response(200, _commit(ctx, repo, sha))
+    return Response(200, commit_json(ctx, repo, sha))
 
 
 def collaborator_permission(ctx: Ctx) -> Response:
