@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from tasks.blueprints.common import Work
 
 TRAILER = "Onloop-Job"
+VIA = "createCommitOnBranch"  # the audit's name for commits GitHub made (verified.py)
 
 
 def branch_lease(work: Work, branch: str, again: str) -> str:
@@ -89,8 +90,9 @@ def push(
     target = work.push_target(branch, head_repo)
     if not target.allowed:
         raise JobFailed(target.message(), outcome=target.refusal, branch=branch)
+    via = None
     if needs_verified(work, target):
-        new = _push_verified(work, target, sha, lease=lease or "")
+        new, via = _push_verified(work, target, sha, lease=lease or ""), VIA
     else:
         _push_with_git(work, target, sha, lease=lease, clone_url=clone_url)
         new = sha
@@ -102,6 +104,7 @@ def push(
         old=lease,
         new=new,
         identity=work.login,
+        via=via,
     )
     return new
 

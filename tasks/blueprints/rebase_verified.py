@@ -43,7 +43,7 @@ def rebase_on_verified(
     if not target.allowed or not needs_verified(work, target):
         return None
     head, base = inline_code(pull.head_ref), inline_code(pr.base.ref)
-    why = why_verified(work, target)
+    why = why_verified(target)
     if work.config.rebase != RebaseMode.MERGE or pull.fork:
         also = (
             " A merge through GitHub's API can only be made in this repository, and this "
@@ -99,6 +99,7 @@ def _merge_base(
                 old=pull.head_sha,
                 new=made.sha,
                 identity=work.login,
+                via="merges",
             )
         result.setdefault("outcome", MergeOutcome.UP_TO_DATE)
         step.output = f"{result['outcome']}: {pull.head_sha[:12]} -> {(result['new'] or '')[:12]}"

@@ -28,7 +28,7 @@ def needs_verified(work: Work, target: Target) -> bool:
     return target.signatures.required or work.config.commits == CommitMode.VERIFIED
 
 
-def why_verified(work: Work, target: Target) -> str:
+def why_verified(target: Target) -> str:
     """Why `target` takes verified commits, as words after "because"."""
     if target.signatures == Signatures.RULESET:
         return "a ruleset requires signed commits on it"

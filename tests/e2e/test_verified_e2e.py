@@ -81,7 +81,9 @@ def assert_made_by_github(world: World, old: str, new: str, job_id: int, tmp_pat
     assert job.head_sha == new and job.result["new"] == new  # GitHub's sha, not the sandbox's
     with world.db.read() as s:
         pushed = s.scalars(select(AuditEntry).where(AuditEntry.action == audit.GIT_PUSH)).all()
-        assert [(p.detail["old"], p.detail["new"]) for p in pushed] == [(old, new)]
+        assert [(p.detail["old"], p.detail["new"], p.detail["via"]) for p in pushed] == [
+            (old, new, "createCommitOnBranch")
+        ]
 
 
 @pytest.mark.parametrize("rule", ["ruleset", "protection"])
