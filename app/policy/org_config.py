@@ -17,6 +17,7 @@ from app.policy.repo_config import (
     EFFECTIVE,
     ORG_ONLY,
     PERMISSION_RANK,
+    CommitMode,
     ConfigError,
     RepoConfig,
     line_of,
@@ -197,6 +198,11 @@ def _stricter_permission(org: str, repo: str) -> str:
     return max(org, repo, key=lambda p: PERMISSION_RANK[p])
 
 
+def _stricter_commits(org: CommitMode, repo: CommitMode) -> CommitMode:
+    """Verified commits when either file asks for them: a repository may not opt out."""
+    return CommitMode.VERIFIED if CommitMode.VERIFIED in (org, repo) else CommitMode.GIT
+
+
 def _union(org: list[str], repo: list[str]) -> list[str]:
     return [*org, *(p for p in repo if p not in org)]
 
@@ -225,8 +231,9 @@ def raised_budgets(org: RepoConfig, repo: RepoConfig) -> list[str]:
 def effective_config(org: RepoConfig, repo: RepoConfig) -> RepoConfig:
     """The config a job runs under. What the repository did not set comes from the org; what
     it set may only narrow: commands intersect, auto_fix_ci needs both, attempts, limits and
-    the sandbox timeout take the smaller, trigger_permission the stricter, paths.deny the
-    union. Other keys (image, setup, checks, fix_label) are the repository's own choice."""
+    the sandbox timeout take the smaller, trigger_permission the stricter, commits `verified`
+    when either says so, paths.deny the union. Other keys (image, setup, checks, fix_label,
+    rebase) are the repository's own choice."""
     top = _narrow_section(
         org,
         repo,
@@ -236,6 +243,8 @@ def effective_config(org: RepoConfig, repo: RepoConfig) -> RepoConfig:
             "max_ci_fix_attempts": min,
             "trigger_permission": _stricter_permission,
             "fix_label": None,
+            "commits": _stricter_commits,
+            "rebase": None,
         },
         True,
     )

@@ -48,6 +48,20 @@ class UntrustedEgress(StrEnum):
     PUBLIC = "public"  # the egress list, without credentials, private indexes or the cache
 
 
+class CommitMode(StrEnum):
+    """How onloop writes commits to a branch (`commits`)."""
+
+    GIT = "git"  # a git push of the commits made in the sandbox
+    VERIFIED = "verified"  # GraphQL createCommitOnBranch: GitHub signs them (Verified)
+
+
+class RebaseMode(StrEnum):
+    """What `/agent rebase` does where commits must be verified (`rebase`)."""
+
+    REFUSE = "refuse"  # history rewritten by a rebase cannot be verified commits
+    MERGE = "merge"  # GitHub merges the base into the head instead (a signed merge commit)
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
@@ -142,6 +156,9 @@ class RepoConfig(_Section):
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     review: ReviewConfig = Field(default_factory=ReviewConfig)
     budgets: BudgetsConfig = Field(default_factory=BudgetsConfig)
+    # `verified` also applies wherever GitHub requires signed commits (tasks/blueprints/signing.py)
+    commits: CommitMode = CommitMode.GIT
+    rebase: RebaseMode = RebaseMode.REFUSE
 
     def allows(self, verb: str) -> bool:
         return verb not in ALLOWED_COMMANDS or verb in self.commands

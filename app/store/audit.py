@@ -109,9 +109,14 @@ def record_push(
     new: str,
     identity: str,
     token_kind: str = "user",  # noqa: S107 - a kind of token, not one
+    via: str | None = None,
 ) -> None:
-    """A push onloop made: the ref, the sha it replaced ("" or None: created) and the new sha."""
+    """A push onloop made: the ref, the sha it replaced ("" or None: created) and the new sha;
+    `via` names the API that made the commits when it was no git push (createCommitOnBranch,
+    merge)."""
     detail = {"ref": ref, "old": old or None, "new": new}
+    if via is not None:
+        detail["via"] = via
     record(
         db,
         GIT_PUSH,

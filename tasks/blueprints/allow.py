@@ -136,7 +136,7 @@ def _push(state: Allow) -> str | None:
     lease = work.branch_lease(state.branch, AGAIN)
     if lease == state.sha:
         return f"{state.branch} holds {state.sha[:12]} already"
-    work.push(state.sha, state.branch, lease=lease)
+    state.sha = work.push(state.sha, state.branch, lease=lease)
     return f"pushed {state.sha[:12]} to {state.branch}"
 
 

@@ -121,7 +121,7 @@ def stop_at_budget(change: Change, line: Line, base: str, **extra: Any) -> None:
     pushed: str | None = None
     if change.new_sha is not None and not change.violations:
         lease = work.branch_lease(branch, f"comment {CONTINUE} again")
-        work.push(change.new_sha, branch, lease=lease)
+        change.new_sha = work.push(change.new_sha, branch, lease=lease)
         pushed = branch
     work.ctx.meter.inc("budget_stops", outcome=BUDGET_REACHED, budget=line.budget.value)
     raise JobFailed(

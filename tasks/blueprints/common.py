@@ -243,9 +243,10 @@ class Work:
         clone_url: str | None = None,
         head_repo: str | None = None,
         keep: tuple[str, str] | None = None,
-    ) -> None:
-        """Push `sha` to `branch` with the person's token, under `lease` (pushes.push)."""
-        pushes.push(
+    ) -> str:
+        """Push `sha` to `branch` with the person's token, under `lease` (pushes.push); the
+        branch's new head on GitHub (another sha where GitHub made verified commits)."""
+        return pushes.push(
             self, sha, branch, lease=lease, clone_url=clone_url, head_repo=head_repo, keep=keep
         )
 

@@ -141,7 +141,7 @@ def _push(state: FixCI) -> str | None:
         state.outcome = ChangeOutcome.PR
         return f"{head} {state.head.reason()}: opened #{state.fix_pr.number}"
     clone_url, head_repo = pull.head_clone_url, pull.head_repo
-    work.push(
+    change.new_sha = work.push(
         change.new_sha, state.branch, lease=state.head_sha, clone_url=clone_url, head_repo=head_repo
     )
     state.outcome = ChangeOutcome.PUSHED
@@ -154,7 +154,7 @@ def _open_fix_pr(state: FixCI, base: str, title: str, intro: str) -> PullRequest
     work, change = state.work, state.change
     assert change is not None and change.new_sha is not None
     lease = work.branch_lease(state.branch, "ask again with a new CI run")
-    work.push(change.new_sha, state.branch, lease=lease)
+    change.new_sha = work.push(change.new_sha, state.branch, lease=lease)
     owner = work.repo.full_name.split("/")[0]
 
     def open_pr() -> PullRequest:

@@ -52,7 +52,7 @@ def _push(state: FixIssue) -> str | None:
     if change is None or change.outcome != ChangeOutcome.READY or change.new_sha is None:
         state.outcome = change.outcome if change else ChangeOutcome.NO_CHANGE
         return None
-    state.work.push(change.new_sha, state.branch, lease=state.lease)
+    change.new_sha = state.work.push(change.new_sha, state.branch, lease=state.lease)
     return f"pushed {change.new_sha[:12]} to {state.branch}"
 
 

@@ -58,7 +58,7 @@ class Followup:
     applied: list[Suggestion] = field(default_factory=list)
     suggested_sha: str | None = None  # the head with the suggestions applied
     change: Change | None = None
-    new_sha: str | None = None  # the one commit to push
+    new_sha: str | None = None  # the one commit to push (GitHub's, once it made it verified)
     outcome: ChangeOutcome | None = None
     answers: dict[str, Said] = field(default_factory=dict)  # thread id → what was said
 
@@ -180,7 +180,7 @@ def push(state: Followup) -> str | None:
     if not pull.can_push_to_head:
         state.outcome = ChangeOutcome.FORK
         return "the fork does not allow edits from maintainers: nothing pushed"
-    work.push(
+    state.new_sha = work.push(  # GitHub's sha where it made a verified commit
         state.new_sha,
         pull.head_ref,
         lease=pull.head_sha,

@@ -26,6 +26,7 @@ from tasks.blueprints.rebase_receipt import (
     same_repo,
 )
 from tasks.blueprints.rebase_resolve import Settled, check, resolve, strays, unresolved_report
+from tasks.blueprints.rebase_verified import rebase_on_verified
 from tasks.blueprints.receipts import Receipt, receipt_markdown
 from tasks.git.process import GitError
 from tasks.runner.context import JobContext, JobFailed
@@ -254,6 +255,8 @@ def run_rebase(ctx: JobContext) -> dict[str, Any]:
     base_sha = work.repo.get_branch(pr.base.ref).commit.sha
     state = Rebase(work, pr, PullRef.of(pr, work.repo), base_sha=base_sha)
     _refuse_unpushable_head(state)
+    if (merged := rebase_on_verified(work, pr, state.pull, base_sha)) is not None:
+        return merged  # a head that takes only verified commits: refused, or a merge
     with ctx.db.transaction() as s:
         s.execute(update(Job).where(Job.id == ctx.job.id).values(head_sha=state.head_sha))
     run_steps(ctx, STEPS, state)

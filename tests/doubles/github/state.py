@@ -15,6 +15,7 @@ from tests.doubles.github.activity import Activity
 from tests.doubles.github.handlers.actions import Actions
 from tests.doubles.github.handlers.branches import Protections
 from tests.doubles.github.handlers.checks import Checks
+from tests.doubles.github.handlers.refs import BranchMerge
 from tests.doubles.github.model import (
     ROLES,
     App,
@@ -74,7 +75,8 @@ class State(Activity, ReviewActivity, Recorder):
         self.oauth = OAuthState(self)  # sign-in, codes, refresh tokens (oauth.py)
         self.actions = Actions()  # workflow runs, jobs and logs (handlers/actions.py)
         self.checks = Checks()  # check runs made by apps (handlers/checks.py)
-        self.verified: set[str] = set()  # commits GitHub signed (createCommitOnBranch)
+        self.verified: set[str] = set()  # commits GitHub signed (createCommitOnBranch, merges)
+        self.branch_merges: list[BranchMerge] = []  # POST /merges (handlers/refs.py)
         self.protections = Protections()  # branch protection, rulesets (handlers/branches.py)
         self.user(app.bot_login, type="Bot")
         self.user(app.owner)
