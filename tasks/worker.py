@@ -11,6 +11,7 @@ from functools import partial
 import redis
 from celery import Celery
 
+from app.core.jobevents import JobEvents
 from app.core.kinds import KINDS, Kind, Kinds
 from app.core.queues import QUEUE
 from app.core.settings import Settings
@@ -94,6 +95,7 @@ class Worker:
             workplace=self.workplace,
             kinds=kinds,
             org_config=OrgConfigLoader(),
+            events=JobEvents(settings.redis_url),
         )
 
     def workplace(self) -> Workplace:

@@ -33,6 +33,7 @@ ORG_ONLY = (
     "sandbox.untrusted_egress",
     "sandbox.private_indexes",
     "budgets.installation",
+    "dashboard",  # who sees every job on the pages (app/policy/dashboard.py)
 )
 
 

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from sqlalchemy import select
 
+from app.core.jobevents import JobEvent, JobEvents
 from app.core.kinds import KINDS, Kinds
 from app.core.settings import Settings
 from app.core.telemetry import Telemetry
@@ -81,6 +82,8 @@ class JobContext:
     once: Once | None = None
     # The lease this run of the job holds (tasks.runner.lease); None outside a run.
     owner: str | None = None
+    # The worker's publisher of job events (the job page's live updates); a no-op without Redis.
+    events: JobEvents = field(default_factory=lambda: JobEvents(None))
 
     @property
     def workplace(self) -> Workplace:
@@ -178,6 +181,7 @@ class JobContext:
             row = s.get(Job, self.job.id)
             if row is not None:
                 row.steps = [step.to_json() for step in self.steps]
+        self.events.publish(self.job.id, JobEvent.STEPS)
         self.tell("steps_changed")
 
     def tell(self, event: str, *args: Any) -> None:

@@ -90,7 +90,8 @@ class DockerSandbox(Sandbox):
     ) -> ExecResult:
         api = self.client.api
         begun = time.monotonic()
-        out, err = TailBuffer(self.limits.output_bytes), TailBuffer(self.limits.output_bytes)
+        out = TailBuffer(self.limits.output_bytes, self.stream)
+        err = TailBuffer(self.limits.output_bytes, self.stream)
         try:
             exec_id = api.exec_create(
                 self.container_id, args, environment=env, workdir=workdir, user=self.user

@@ -155,7 +155,8 @@ class LocalSandbox(Sandbox):
         self, args: list[str], timeout: float, env: dict[str, str], workdir: str
     ) -> ExecResult:
         begun = time.monotonic()
-        out, err = TailBuffer(self.limits.output_bytes), TailBuffer(self.limits.output_bytes)
+        out = TailBuffer(self.limits.output_bytes, self.stream)
+        err = TailBuffer(self.limits.output_bytes, self.stream)
         with self._lock:
             if self.stopped:
                 raise SandboxError(f"sandbox for job {self.job_id} is stopped")

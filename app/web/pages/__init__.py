@@ -1,0 +1,1 @@
+"""The job pages: sign-in sessions, for now (the routes are still to come)."""
