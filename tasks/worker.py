@@ -19,6 +19,7 @@ from app.core.telemetry import Telemetry
 from app.github.clients import GitHubApp
 from app.github.write_slots import WriteSlots
 from app.policy.org_config import OrgConfigLoader
+from app.store import joblog
 from app.store.db import Database
 from app.store.deployment import deployment_id
 from tasks.blueprints.allow import run_allow
@@ -112,7 +113,12 @@ class Worker:
             self.settings,
             run_job=self.jobs.run,
             redeliver=partial(redeliver.sweep, self.settings, self.github, self.db),
+            purge=self.purge_output,
         )
+
+    def purge_output(self) -> int:
+        """Beat's hourly task: delete job output older than ONLOOP_JOB_LOG_DAYS."""
+        return joblog.purge(self.db, self.settings.job_log_days)
 
     def watchdog(self) -> Watchdog:
         """The watchdog this worker's dispatcher runs: the database and GitHub only."""

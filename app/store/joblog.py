@@ -1,5 +1,6 @@
-"""A job's sandbox output kept for its page: appended in chunks, capped per job (the oldest
-chunks fold into one marker row), and purged after ONLOOP_JOB_LOG_DAYS."""
+"""A job's sandbox output kept for its page: appended in chunks with tokens redacted (as in
+the audit log), capped per job (the oldest chunks fold into one marker row), and purged after
+ONLOOP_JOB_LOG_DAYS."""
 
 from __future__ import annotations
 
@@ -7,17 +8,20 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import delete, func, select
 
+from app.store.audit import redact
 from app.store.db import Database, rowcount
 from app.store.models import JobOutput, utcnow
 
 DROPPED = "[onloop: {n} bytes of older output dropped]\n"
 
 
-def append(db: Database, job_id: int, text: str, cap: int) -> None:
-    """Add `text` to job `job_id`'s output; past `cap` bytes the oldest chunks are dropped and
-    counted in the job's marker row, which reads first."""
+def append(db: Database, job_id: int, text: str, cap: int, step: str | None = None) -> None:
+    """Add `text` (output of step `step`) to job `job_id`'s output, anything that looks like a
+    token replaced; past `cap` bytes the oldest chunks are dropped and counted in the job's
+    marker row, which reads first. A caller keeps a token within one chunk (whole lines)."""
     if not text:
         return
+    text = str(redact(text))
     data = text.encode("utf-8", "replace")
     if len(data) > cap:  # one chunk larger than the cap: keep its end
         dropped = len(data) - cap
@@ -26,7 +30,7 @@ def append(db: Database, job_id: int, text: str, cap: int) -> None:
     else:
         dropped = 0
     with db.write_lock(), db.transaction() as s:
-        s.add(JobOutput(job_id=job_id, text=text, size=len(data)))
+        s.add(JobOutput(job_id=job_id, step=step and step[:64], text=text, size=len(data)))
         s.flush()
         total = s.scalar(
             select(func.coalesce(func.sum(JobOutput.size), 0)).where(
@@ -69,6 +73,25 @@ def read(db: Database, job_id: int) -> str:
             .order_by(JobOutput.marker.desc(), JobOutput.id)
         )
         return "".join(chunks)
+
+
+def by_step(db: Database, job_id: int) -> tuple[str, dict[str, str]]:
+    """The job's kept output per step name, oldest first, and the marker's text ("" when
+    nothing was dropped). Output outside any step is under ""."""
+    steps: dict[str, str] = {}
+    marker = ""
+    with db.read() as s:
+        rows = s.execute(
+            select(JobOutput.step, JobOutput.text, JobOutput.marker)
+            .where(JobOutput.job_id == job_id)
+            .order_by(JobOutput.id)
+        ).all()
+    for row in rows:
+        if row.marker:
+            marker = row.text
+        else:
+            steps[row.step or ""] = steps.get(row.step or "", "") + row.text
+    return marker, steps
 
 
 def purge(db: Database, days: int, now: datetime | None = None) -> int:

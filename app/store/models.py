@@ -223,6 +223,7 @@ class JobOutput(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     job_id: Mapped[int] = mapped_column(Integer, index=True)
     at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+    step: Mapped[str | None] = mapped_column(String(64), nullable=True)  # the step it ran in
     text: Mapped[str] = mapped_column(Text)
     size: Mapped[int] = mapped_column(Integer, default=0)  # bytes of `text`, UTF-8
     marker: Mapped[bool] = mapped_column(default=False)  # "older output dropped" row

@@ -147,6 +147,7 @@ class Work:
                     self.ctx.events,
                     self.ctx.job.id,
                     self.ctx.settings.job_log_max_bytes,
+                    step=lambda: self.ctx.current_step,
                 )
                 js.sandbox.starting.append(output.command)
                 js.sandbox.streams.append(output.add)

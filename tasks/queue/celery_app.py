@@ -13,7 +13,7 @@ from celery import Celery
 from celery.exceptions import Reject
 from celery.worker import state as worker_state
 
-from app.core.queues import QUEUE, REDELIVER_MISSED, RUN_JOB
+from app.core.queues import PURGE_JOB_OUTPUT, QUEUE, REDELIVER_MISSED, RUN_JOB
 from app.core.settings import Settings
 from tasks.queue.outage import Outage
 from tasks.runner.run import JobUnread
@@ -24,6 +24,7 @@ RunJob = Callable[[int, Requeue], str]  # (job id, ask again in N seconds) -> ou
 # Seconds between a job's reads while the database does not answer: doubling up to the cap,
 # so a job runs within PAUSE_MAX of the database coming back.
 PAUSE_FIRST, PAUSE_MAX = 0.5, 2.0
+PURGE_SECONDS = 3600.0  # how often beat purges job output older than ONLOOP_JOB_LOG_DAYS
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:
@@ -47,6 +48,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
                 "task": REDELIVER_MISSED,
                 "schedule": float(settings.redeliver_interval),
             },
+            "purge-job-output": {"task": PURGE_JOB_OUTPUT, "schedule": PURGE_SECONDS},
         },
     }
 
@@ -55,6 +57,7 @@ def create_celery(
     settings: Settings,
     run_job: RunJob | None = None,
     redeliver: Callable[[], list[str]] | None = None,
+    purge: Callable[[], int] | None = None,
 ) -> Celery:
     """A Celery app for `settings`. The worker passes what its tasks run; a sender (the
     dispatcher's tests, beat) needs only the names."""
@@ -70,6 +73,13 @@ def create_celery(
         @celery.task(name=REDELIVER_MISSED, ignore_result=True)
         def _redeliver_missed() -> list[str]:
             return sweep()
+
+    if purge is not None:
+        purge_output = purge
+
+        @celery.task(name=PURGE_JOB_OUTPUT, ignore_result=True)
+        def _purge_job_output() -> int:
+            return purge_output()
 
     return celery
 

@@ -108,6 +108,12 @@ class JobContext:
         (tasks.runner.lease.expire_waiting): it runs once more only to say so."""
         return bool((self.job.params or {}).get("authorization_expired"))
 
+    @property
+    def current_step(self) -> str | None:
+        """The name of the step running now (the innermost), None between steps."""
+        running = [step for step in self.steps if step.state == StepState.RUNNING]
+        return running[-1].name if running else None
+
     def check_cancelled(self) -> None:
         """Raise Cancelled when the job is no longer wanted."""
         if self.cancel.is_set():

@@ -130,7 +130,7 @@ class Sandbox(abc.ABC):
         self.observers: list[Callable[[list[str], ExecResult], None]] = []
         # Told of a command before it runs and of its output as it comes (the job page).
         self.starting: list[Callable[[list[str]], None]] = []
-        self.streams: list[Callable[[bytes], None]] = []
+        self.streams: list[Callable[[str, bytes], None]] = []  # (stdout | stderr, chunk)
         self._halt = threading.Event()  # set by `stop`: ends the disk watch
         self._disk_watch: threading.Thread | None = None
 
@@ -180,10 +180,11 @@ class Sandbox(abc.ABC):
             self._overflowed()
         return result
 
-    def stream(self, data: bytes) -> None:
-        """A chunk of a running command's output, for `streams` (the backends' buffers call it)."""
+    def stream(self, name: str, data: bytes) -> None:
+        """A chunk of a running command's output on stream `name` (stdout, stderr), for
+        `streams` (the backends' buffers call it)."""
         for listener in self.streams:
-            listener(data)
+            listener(name, data)
 
     def _overflowed(self) -> None:
         """DiskLimitExceeded, once the watch has finished stopping the sandbox."""

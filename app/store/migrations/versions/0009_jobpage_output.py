@@ -22,6 +22,7 @@ def upgrade() -> None:
         sa.Column("id", sa.Integer(), primary_key=True),
         sa.Column("job_id", sa.Integer(), nullable=False),
         sa.Column("at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("step", sa.String(64), nullable=True),
         sa.Column("text", sa.Text(), nullable=False),
         sa.Column("size", sa.Integer(), nullable=False, server_default="0"),
         sa.Column("marker", sa.Boolean(), nullable=False, server_default=sa.false()),
