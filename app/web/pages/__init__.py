@@ -1,1 +1,1 @@
-"""The job pages: sign-in sessions, for now (the routes are still to come)."""
+"""The job pages: /jobs/<id> for people signed in with GitHub who may read its repository."""
