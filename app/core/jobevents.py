@@ -10,6 +10,7 @@ from enum import StrEnum
 from typing import Any
 
 import redis
+from redis.client import PubSub
 
 log = logging.getLogger(__name__)
 
@@ -45,12 +46,22 @@ class JobEvents:
 
     def listen(self, job_id: int, every: float) -> Iterator[dict[str, Any] | None]:
         """The job's events as they come; None after `every` seconds without one (a chance to
-        send a keep-alive). Ends when Redis goes away (the page falls back to polling)."""
+        send a keep-alive). Subscribed before this returns, so nothing published after the
+        call is missed. Ends when Redis goes away (the page falls back to polling)."""
         if self.client is None:
-            return
+            return iter(())
         pubsub = self.client.pubsub(ignore_subscribe_messages=True)
         try:
             pubsub.subscribe(channel(job_id))
+        except redis.RedisError as exc:
+            log.info("job event stream not started: %s", type(exc).__name__)
+            pubsub.close()
+            return iter(())
+        return self._messages(pubsub, every)
+
+    @staticmethod
+    def _messages(pubsub: PubSub, every: float) -> Iterator[dict[str, Any] | None]:
+        try:
             while True:
                 message = pubsub.get_message(timeout=every)
                 if message is None:

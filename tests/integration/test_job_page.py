@@ -58,7 +58,9 @@ def settings(
     )
 
 
-def a_job(db: Database, state: str = JobState.SUCCEEDED) -> int:
+def a_job(
+    db: Database, state: str = JobState.SUCCEEDED, by: tuple[str, int | None] = ("alice", None)
+) -> int:
     steps = [
         {"name": "policy", "kind": "deterministic", "state": "succeeded", "duration": 0.5},
         {
@@ -74,7 +76,8 @@ def a_job(db: Database, state: str = JobState.SUCCEEDED) -> int:
             kind="fix_issue",
             repo=REPO,
             number=7,
-            requested_by="alice",
+            requested_by=by[0],
+            requested_by_id=by[1],
             state=state,
             steps=steps,
             result={"pr": 8, "new": "a" * 40},

@@ -21,6 +21,9 @@ from app.web.pages.session import Session
 
 log = logging.getLogger(__name__)
 KEY = "onloop:pages:access:{user}:{repo}"
+# The person's permissions on a repository, as GET /repos/{owner}/{repo} returns them for
+# their token (https://docs.github.com/en/rest/repos/repos#get-a-repository), to roles.
+_ROLES = (("admin", "admin"), ("maintain", "maintain"), ("push", "write"), ("triage", "triage"))
 
 
 class Access(StrEnum):
@@ -69,6 +72,21 @@ class AccessCheck:
         member = any(self._in_team(session, team) for team in teams)
         self._set(key, Access.OPERATOR if member else Access.NONE)
         return member
+
+    def role(self, session: Session, repo: str) -> str:
+        """The person's role on `repo` (read ... admin), asked now with their own token;
+        "none" when their token cannot read it or GitHub does not answer."""
+        gh = self._client(session)
+        if gh is None:
+            return "none"
+        try:
+            perms = gh.get_repo(repo).permissions
+        except (GithubException, requests.RequestException):
+            return "none"
+        for attribute, name in _ROLES:
+            if getattr(perms, attribute, False):
+                return name
+        return "read" if getattr(perms, "pull", False) else "none"
 
     def _ask(self, session: Session, repo: str) -> Access | None:
         """READER or NONE from GitHub; None when GitHub could not be asked (not cached)."""

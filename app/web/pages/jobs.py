@@ -8,7 +8,7 @@ from flask import Blueprint, Flask, Response, abort, current_app, redirect, rend
 from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Response as BaseResponse
 
-from app.store.models import Job
+from app.store.models import Job, JobState
 from app.web.pages.access import Access
 from app.web.pages.session import COOKIE, Session
 from app.web.pages.state import EXTENSION, Pages, build, pages_of
@@ -33,12 +33,15 @@ CSP = (
 
 def init_app(app: Flask) -> None:
     """Register the pages on `app` (after app.web.state's Onloop is in place)."""
+    from app.web.pages import live  # its routes use this module's helpers
+
     state = onloop(app)
     app.extensions[EXTENSION] = build(state.settings, state.db, state.metrics.writer)
     app.register_blueprint(bp)
+    app.register_blueprint(live.bp)
 
 
-def _pages() -> Pages:
+def pages_or_503() -> Pages:
     found = pages_of(current_app)
     if found is None:
         abort(503, "The job pages need Redis: set ONLOOP_REDIS_URL.")
@@ -53,9 +56,9 @@ def signed_in(pages: Pages) -> Session | None:
         abort(503, "Sign-in sessions are unavailable (Redis does not answer).")
 
 
-def to_sign_in() -> BaseResponse:
-    """To GitHub's sign-in, and back to this page afterwards."""
-    return redirect("/oauth/login?next=" + request.path)
+def to_sign_in(back: str | None = None) -> BaseResponse:
+    """To GitHub's sign-in, and back to this page (or `back`) afterwards."""
+    return redirect("/oauth/login?next=" + (back or request.path))
 
 
 def visible_job(pages: Pages, session: Session, job_id: int) -> Job:
@@ -72,18 +75,22 @@ def visible_job(pages: Pages, session: Session, job_id: int) -> Job:
 
 @bp.get("/jobs/<int:job_id>")
 def job(job_id: int) -> BaseResponse | str:
-    pages = _pages()
+    pages = pages_or_503()
     session = signed_in(pages)
     if session is None:
         return to_sign_in()
     found = visible_job(pages, session, job_id)
     page = job_page(pages.settings, pages.db, found)
-    return render_template("pages/job.html", job=page, session=session)
+    return render_template(
+        "pages/job.html", job=page, session=session, cancellable=found.state == JobState.RUNNING
+    )
 
 
 @bp.after_app_request
 def _headers(response: Response) -> Response:
-    if request.blueprint == "pages" or request.path.startswith(("/jobs", "/pages/")):
+    if request.blueprint in ("pages", "pages_live") or request.path.startswith(
+        ("/jobs", "/pages/")
+    ):
         response.headers["Content-Security-Policy"] = CSP
         response.headers["X-Content-Type-Options"] = "nosniff"
         response.headers["Referrer-Policy"] = "same-origin"
@@ -92,6 +99,8 @@ def _headers(response: Response) -> Response:
 
 
 @bp.errorhandler(HTTPException)
-def _error(exc: HTTPException) -> tuple[str, int]:
+def error_page(exc: HTTPException) -> tuple[str, int]:
     code = exc.code or 500
+    if request.path.endswith("/events"):  # an EventSource reads no page
+        return exc.description or "", code
     return render_template("pages/error.html", code=code, text=exc.description), code
