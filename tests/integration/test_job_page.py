@@ -197,3 +197,18 @@ def test_the_session_cookie_is_secure_when_onloop_is_served_over_https(
     assert len(cookies) == 1 and "Secure" in cookies[0] and "HttpOnly" in cookies[0]
     assert "SameSite=Lax" in cookies[0]
     assert client.get(f"/jobs/{job_id}", base_url=public).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "back", ["//evil.example/jobs/1", "/\\evil.example", "https://evil.example/jobs/1", "/oauth/x"]
+)
+def test_sign_in_never_sends_the_browser_elsewhere(
+    settings: Settings, db: Database, github_double: GitHubDouble, back: str
+) -> None:
+    client = create_app(settings, db=db).test_client()
+    start = client.get("/oauth/login", query_string={"next": back})
+    github_double.oauth.user = "alice"
+    page = requests.get(start.headers["Location"], allow_redirects=False, timeout=10)
+    done = client.get(page.headers["Location"])
+    assert done.status_code == 200  # the plain "authorised" page, no redirect
+    assert client.get_cookie("onloop_session") is not None
