@@ -138,3 +138,19 @@ def test_someone_else_needs_the_trigger_permission_to_cancel(
     refused = bob.post(f"/jobs/{other}/cancel", data={"csrf": token})
     assert refused.status_code == 403 and "(admin)" in refused.get_data(as_text=True)
     assert state_of(db, other) == JobState.RUNNING
+
+
+def test_live_streams_leave_web_threads_for_deliveries(
+    settings: Settings, db: Database, github_double: GitHubDouble
+) -> None:
+    job_id = a_job(db, JobState.RUNNING)
+    two_threads = settings.model_copy(update={"web_threads": 2})  # one stream at a time
+    client = create_app(two_threads, db=db).test_client()
+    signed_in_page(client, github_double, "alice", job_id)
+    first = client.get(f"/jobs/{job_id}/events")
+    assert first.status_code == 200
+    assert client.get(f"/jobs/{job_id}/events").status_code == 503  # the page polls
+    first.close()
+    again = client.get(f"/jobs/{job_id}/events")
+    assert again.status_code == 200
+    again.close()

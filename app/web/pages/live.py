@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import threading
 import time
 from collections.abc import Iterator
 
@@ -78,7 +79,17 @@ def events(job_id: int) -> BaseResponse:
     if session is None:
         abort(401, "Sign in first.")
     visible_job(pages, session, job_id)
+    if not pages.streams.acquire(blocking=False):
+        abort(503, "Too many live pages at once here: this one polls.")
+    released = threading.Event()
+
+    def release() -> None:
+        if not released.is_set():
+            released.set()
+            pages.streams.release()
+
     response = Response(stream(pages, job_id), mimetype="text/event-stream")
+    response.call_on_close(release)
     response.headers["Cache-Control"] = "no-store"
     response.headers["X-Accel-Buffering"] = "no"  # nginx: pass each event on as it comes
     return response

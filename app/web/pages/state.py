@@ -3,7 +3,8 @@ none of it without Redis (the pages then answer 503)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 
 import redis
 from flask import Flask
@@ -27,6 +28,11 @@ class Pages:
     sessions: Sessions
     access: AccessCheck
     events: JobEvents
+    # Live streams this process serves at once: each holds a web thread, and webhook
+    # deliveries must always find one. Past it a page polls instead.
+    streams: threading.BoundedSemaphore = field(
+        default_factory=lambda: threading.BoundedSemaphore(1)
+    )
 
 
 def build(settings: Settings, db: Database, meter: Telemetry) -> Pages | None:
@@ -41,6 +47,7 @@ def build(settings: Settings, db: Database, meter: Telemetry) -> Pages | None:
         sessions=Sessions(client, settings.session_hours, settings.public_url),
         access=AccessCheck(settings, db, github, client),
         events=JobEvents(settings.redis_url),
+        streams=threading.BoundedSemaphore(max(1, settings.web_threads // 2)),
     )
 
 
