@@ -16,6 +16,7 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
+from app.core.jobevents import JobEvent, JobEvents
 from app.core.kinds import KINDS, Kinds
 from app.core.logs import get_logger
 from app.core.settings import Settings
@@ -89,6 +90,7 @@ class JobRunner:
     workplace: Callable[[], Workplace] | None = field(kw_only=True)
     kinds: Kinds = field(default_factory=lambda: KINDS)
     org_config: OrgConfigLoader = field(default_factory=OrgConfigLoader)
+    events: JobEvents = field(default_factory=lambda: JobEvents(None))
 
     def run(self, job_id: int, requeue: Requeue | None = None) -> str:
         """Run job `job_id` once; a job already taken or finished is left alone (idempotent).
@@ -165,7 +167,10 @@ class JobRunner:
         # Every line of the run carries these, from any logger and from the threads it starts
         # (with a copy of this context); they are unbound when it ends.
         with structlog.contextvars.bound_contextvars(job_id=job_id, repo=job.repo, kind=job.kind):
-            return self._run_owned(job, guid, owner)
+            try:
+                return self._run_owned(job, guid, owner)
+            finally:  # its page shows the outcome (or that it changed hands) now
+                self.events.publish(job_id, JobEvent.STATE)
 
     def _run_owned(self, job: Job, guid: str | None, owner: str) -> str:
         """Run the claimed job under its lease and record the outcome."""
@@ -195,6 +200,7 @@ class JobRunner:
                 kinds=self.kinds,
                 once=self.once,
                 owner=owner,
+                events=self.events,
             )
             ctx.head_sha = job.head_sha
             # Without an App nothing can reach GitHub: no status comment or check run to try.
@@ -253,6 +259,7 @@ class JobRunner:
             org_config=self.org_config,
             kinds=self.kinds,
             once=self.once,
+            events=self.events,
         )
 
     def _measure(self, job: Job, state: str) -> None:
