@@ -9,10 +9,12 @@ import base64
 import os
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
@@ -20,7 +22,11 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from werkzeug.serving import BaseWSGIServer, make_server
 
 from app.core.publicurl import oauth_callback_url
+from app.core.settings import Settings
+from app.store.db import Database
+from app.web import create_app
 from tests.doubles.github.double import GitHubDouble
+from tests.doubles.github.settings import settings_for
 from tests.doubles.worker_proc import wait_until
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -68,6 +74,67 @@ def served() -> Iterator[Served]:
     server = Served()
     yield server
     server.stop()
+
+
+def clean(client: redis.Redis) -> None:
+    """Drop the pages' sessions and cached access checks (the double's ids repeat)."""
+    for pattern in ("onloop:session:*", "onloop:pages:*"):
+        for key in client.scan_iter(pattern):
+            client.delete(key)
+
+
+@pytest.fixture
+def pages_redis_url() -> Iterator[str]:
+    """The test Redis (ONLOOP_TEST_REDIS_URL), without other tests' sessions."""
+    url = os.environ.get("ONLOOP_TEST_REDIS_URL", "redis://127.0.0.1:6379/9")
+    client = redis.Redis.from_url(url)
+    clean(client)
+    yield url
+    clean(client)
+    client.close()
+
+
+@dataclass
+class Site:
+    """onloop's pages (the real Flask app) served at `url`, signing in on the GitHub double;
+    no worker: a test writes the jobs it shows into `db`."""
+
+    double: GitHubDouble
+    settings: Settings
+    db: Database
+    url: str
+
+    def open(self, driver: WebDriver, login: str, path: str) -> None:
+        """`login` signs in through the double's OAuth pages and lands on `path`."""
+        sign_in(driver, self.double, self.url, login, path)
+
+
+@pytest.fixture
+def site(
+    github_double: GitHubDouble,
+    database_url: str,
+    pages_redis_url: str,
+    tmp_path: Path,
+    served: Served,
+) -> Iterator[Site]:
+    settings = settings_for(
+        github_double,
+        tmp_path,
+        database_url=database_url,
+        redis_url=pages_redis_url,
+        public_url=served.url,
+    )
+    db = Database(database_url)
+    served.serve(create_app(settings, db=db))
+    yield Site(github_double, settings, db, served.url)
+    db.dispose()
+
+
+def status_of(driver: WebDriver) -> int:
+    """The HTTP status of the page the browser shows (Navigation Timing's responseStatus)."""
+    return int(
+        driver.execute_script("return performance.getEntriesByType('navigation')[0].responseStatus")
+    )
 
 
 def require_chromium() -> None:

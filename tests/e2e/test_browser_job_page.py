@@ -5,28 +5,35 @@ README's screenshot, docs/job-page.png."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from app.store import joblog
 from app.store.db import Database
 from app.store.models import Job, JobState, utcnow
-from app.web import create_app
 from tests.doubles.github.double import GitHubDouble
-from tests.doubles.github.settings import settings_for
 from tests.doubles.payloads import issue_labeled
 from tests.doubles.worker_proc import wait_until
-from tests.e2e.browser import Served, browser, screenshot, served, sign_in, steps_of
+from tests.e2e.browser import (
+    Served,
+    Site,
+    browser,
+    pages_redis_url,
+    screenshot,
+    served,
+    sign_in,
+    site,
+    status_of,
+    steps_of,
+)
 from tests.e2e.test_fix_e2e import make_world
 from tests.e2e.world import REPO, World
 
-__all__ = ["browser", "served"]  # the fixtures
+__all__ = ["browser", "pages_redis_url", "served", "site"]  # the fixtures
 pytestmark = [pytest.mark.browser]
 
 # The agent speaks a line a second for a while, then fixes the typo; the check then runs
@@ -124,16 +131,6 @@ def test_a_running_job_s_page_follows_it_live_and_cancels_it(
     wait_until(lambda: not world.containers(), 60, "the job's sandbox to be removed")
 
 
-@pytest.fixture
-def redis_url() -> Iterator[str]:
-    url = os.environ.get("ONLOOP_TEST_REDIS_URL", "redis://127.0.0.1:6379/9")
-    client = redis.Redis.from_url(url)
-    yield url
-    for key in client.scan_iter("onloop:session:*"):
-        client.delete(key)
-    client.close()
-
-
 def hostile_job(db: Database) -> int:
     """A failed job whose validate step printed HOSTILE."""
     steps = [{"name": "validate", "kind": "deterministic", "state": "failed", "duration": 1.0}]
@@ -155,30 +152,11 @@ def hostile_job(db: Database) -> int:
     return job_id
 
 
-def test_hostile_output_shows_as_text_in_the_browser(
-    github_double: GitHubDouble,
-    database_url: str,
-    redis_url: str,
-    tmp_path: Path,
-    served: Served,
-    browser: WebDriver,
-) -> None:
-    github_double.create_repo(REPO, private=True)
-    github_double.set_permission(REPO, "alice", "read")
-    settings = settings_for(
-        github_double,
-        tmp_path,
-        database_url=database_url,
-        redis_url=redis_url,
-        public_url=served.url,
-    )
-    db = Database(database_url)
-    try:
-        job_id = hostile_job(db)
-        served.serve(create_app(settings, db=db))
-        sign_in(browser, github_double, served.url, "alice", f"/jobs/{job_id}")
-    finally:
-        db.dispose()
+def test_hostile_output_shows_as_text_in_the_browser(site: Site, browser: WebDriver) -> None:
+    site.double.create_repo(REPO, private=True)
+    site.double.set_permission(REPO, "alice", "read")
+    job_id = hostile_job(site.db)
+    site.open(browser, "alice", f"/jobs/{job_id}")
     output = browser.find_element(By.CSS_SELECTOR, "#steps pre.output")
     shown = output.text
     for text in ("<script>document.title = 'pwned'</script>", "<!-- a comment -->", "```"):
@@ -189,3 +167,14 @@ def test_hostile_output_shows_as_text_in_the_browser(
     assert set(browser.execute_script(inside, output)) <= {"#text", "SPAN"}
     assert not browser.find_elements(By.CSS_SELECTOR, "#steps img, #steps script")
     assert browser.title.startswith(f"Job #{job_id}"), browser.title  # no script ran
+
+
+def test_someone_who_cannot_read_the_repository_gets_404(site: Site, browser: WebDriver) -> None:
+    site.double.create_repo(REPO, private=True)
+    site.double.set_permission(REPO, "alice", "read")
+    site.double.user("mallory")
+    job_id = hostile_job(site.db)
+    site.open(browser, "mallory", f"/jobs/{job_id}")
+    assert status_of(browser) == 404
+    assert browser.find_element(By.TAG_NAME, "h1").text == "404"
+    assert "pwned" not in browser.page_source and REPO not in browser.page_source
