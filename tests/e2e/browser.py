@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import redis
+import requests
 from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
@@ -108,6 +109,16 @@ class Site:
         """`login` signs in through the double's OAuth pages and lands on `path`."""
         sign_in(driver, self.double, self.url, login, path)
 
+    def hold_stream(self, driver: WebDriver, job_id: int) -> requests.Response:
+        """Take this process's one live stream with the browser's session (close it after)."""
+        cookies = {c["name"]: c["value"] for c in driver.get_cookies()}
+        held = requests.get(
+            f"{self.url}/jobs/{job_id}/events", cookies=cookies, stream=True, timeout=30
+        )
+        assert held.status_code == 200, held.text
+        assert next(held.iter_content(64)).startswith(b"retry: ")  # subscribed
+        return held
+
 
 @pytest.fixture
 def site(
@@ -123,6 +134,7 @@ def site(
         database_url=database_url,
         redis_url=pages_redis_url,
         public_url=served.url,
+        web_threads=2,  # one live stream at a time: a test that holds it sees the page poll
     )
     db = Database(database_url)
     served.serve(create_app(settings, db=db))

@@ -131,25 +131,33 @@ def test_a_running_job_s_page_follows_it_live_and_cancels_it(
     wait_until(lambda: not world.containers(), 60, "the job's sandbox to be removed")
 
 
-def hostile_job(db: Database) -> int:
-    """A failed job whose validate step printed HOSTILE."""
-    steps = [{"name": "validate", "kind": "deterministic", "state": "failed", "duration": 1.0}]
+def step(name: str, state: str) -> dict[str, object]:
+    return {"name": name, "kind": "deterministic", "state": state, "duration": 1.0}
+
+
+def a_job(db: Database, state: str, output: str) -> int:
+    """A job in `state` whose validate step (its state too) printed `output`."""
     with db.transaction() as s:
         job = Job(
             kind="fix_ci",
             repo=REPO,
             number=1,
             requested_by="alice",
-            state=JobState.FAILED,
-            steps=steps,
+            state=state,
+            steps=[step("validate", state)],
             started_at=utcnow(),
-            finished_at=utcnow(),
+            finished_at=None if state == JobState.RUNNING else utcnow(),
         )
         s.add(job)
         s.flush()
         job_id = job.id
-    joblog.append(db, job_id, "$ ./test\n" + HOSTILE + "[exit 1]\n", 4096, step="validate")
+    joblog.append(db, job_id, output, 4096, step="validate")
     return job_id
+
+
+def hostile_job(db: Database) -> int:
+    """A failed job whose validate step printed HOSTILE."""
+    return a_job(db, JobState.FAILED, "$ ./test\n" + HOSTILE + "[exit 1]\n")
 
 
 def test_hostile_output_shows_as_text_in_the_browser(site: Site, browser: WebDriver) -> None:
@@ -178,3 +186,33 @@ def test_someone_who_cannot_read_the_repository_gets_404(site: Site, browser: We
     assert status_of(browser) == 404
     assert browser.find_element(By.TAG_NAME, "h1").text == "404"
     assert "pwned" not in browser.page_source and REPO not in browser.page_source
+
+
+def test_without_its_stream_a_running_job_s_page_polls(site: Site, browser: WebDriver) -> None:
+    site.double.create_repo(REPO, private=True)
+    site.double.set_permission(REPO, "alice", "read")
+    done = hostile_job(site.db)
+    site.open(browser, "alice", f"/jobs/{done}")  # a finished job's page: no stream
+    running = a_job(site.db, JobState.RUNNING, "$ ./test\nfirst line\n")
+    held = site.hold_stream(browser, running)  # the one stream here: the page's gets 503
+    try:
+        browser.get(f"{site.url}/jobs/{running}")
+        browser.execute_script("window.onloopKept = 'this page, never reloaded';")
+        assert [(n, s) for n, s, _ in steps_of(browser)] == [("validate", "running")]
+        joblog.append(site.db, running, "second line\n", 4096, step="validate")
+        with site.db.transaction() as s:  # no worker publishes anything: only polls see it
+            job = s.get(Job, running)
+            assert job is not None
+            job.steps = [step("validate", "succeeded"), step("push", "running")]
+        wait_until(
+            lambda: (
+                [(n, s) for n, s, _ in steps_of(browser)]
+                == [("validate", "succeeded"), ("push", "running")]
+            ),
+            60,
+            "the page to poll",
+        )
+        assert "first line\nsecond line" in steps_of(browser)[0][2]
+        assert browser.execute_script("return window.onloopKept") == "this page, never reloaded"
+    finally:
+        held.close()
