@@ -24,7 +24,9 @@ from werkzeug.serving import BaseWSGIServer, make_server
 
 from app.core.publicurl import oauth_callback_url
 from app.core.settings import Settings
+from app.store import joblog
 from app.store.db import Database
+from app.store.models import Job, JobState, utcnow
 from app.web import create_app
 from tests.doubles.github.double import GitHubDouble
 from tests.doubles.github.settings import settings_for
@@ -140,6 +142,32 @@ def site(
     served.serve(create_app(settings, db=db))
     yield Site(github_double, settings, db, served.url)
     db.dispose()
+
+
+def step(name: str, state: str) -> dict[str, object]:
+    """A job's step as the worker records it."""
+    return {"name": name, "kind": "deterministic", "state": state, "duration": 1.0}
+
+
+def a_job(db: Database, repo: str, state: str, output: str = "") -> int:
+    """A fix_ci job of `repo` asked by alice, in `state`, whose validate step (in that state
+    too) printed `output`."""
+    with db.transaction() as s:
+        job = Job(
+            kind="fix_ci",
+            repo=repo,
+            number=1,
+            requested_by="alice",
+            state=state,
+            steps=[step("validate", state)],
+            started_at=utcnow(),
+            finished_at=None if state == JobState.RUNNING else utcnow(),
+        )
+        s.add(job)
+        s.flush()
+        job_id = int(job.id)
+    joblog.append(db, job_id, output, 4096, step="validate")
+    return job_id
 
 
 def status_of(driver: WebDriver) -> int:

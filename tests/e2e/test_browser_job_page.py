@@ -14,13 +14,14 @@ from selenium.webdriver.remote.webdriver import WebDriver
 
 from app.store import joblog
 from app.store.db import Database
-from app.store.models import Job, JobState, utcnow
+from app.store.models import Job, JobState
 from tests.doubles.github.double import GitHubDouble
 from tests.doubles.payloads import issue_labeled
 from tests.doubles.worker_proc import wait_until
 from tests.e2e.browser import (
     Served,
     Site,
+    a_job,
     browser,
     pages_redis_url,
     screenshot,
@@ -28,6 +29,7 @@ from tests.e2e.browser import (
     sign_in,
     site,
     status_of,
+    step,
     steps_of,
 )
 from tests.e2e.test_fix_e2e import make_world
@@ -131,33 +133,9 @@ def test_a_running_job_s_page_follows_it_live_and_cancels_it(
     wait_until(lambda: not world.containers(), 60, "the job's sandbox to be removed")
 
 
-def step(name: str, state: str) -> dict[str, object]:
-    return {"name": name, "kind": "deterministic", "state": state, "duration": 1.0}
-
-
-def a_job(db: Database, state: str, output: str) -> int:
-    """A job in `state` whose validate step (its state too) printed `output`."""
-    with db.transaction() as s:
-        job = Job(
-            kind="fix_ci",
-            repo=REPO,
-            number=1,
-            requested_by="alice",
-            state=state,
-            steps=[step("validate", state)],
-            started_at=utcnow(),
-            finished_at=None if state == JobState.RUNNING else utcnow(),
-        )
-        s.add(job)
-        s.flush()
-        job_id = job.id
-    joblog.append(db, job_id, output, 4096, step="validate")
-    return job_id
-
-
 def hostile_job(db: Database) -> int:
     """A failed job whose validate step printed HOSTILE."""
-    return a_job(db, JobState.FAILED, "$ ./test\n" + HOSTILE + "[exit 1]\n")
+    return a_job(db, REPO, JobState.FAILED, "$ ./test\n" + HOSTILE + "[exit 1]\n")
 
 
 def test_hostile_output_shows_as_text_in_the_browser(site: Site, browser: WebDriver) -> None:
@@ -193,7 +171,7 @@ def test_without_its_stream_a_running_job_s_page_polls(site: Site, browser: WebD
     site.double.set_permission(REPO, "alice", "read")
     done = hostile_job(site.db)
     site.open(browser, "alice", f"/jobs/{done}")  # a finished job's page: no stream
-    running = a_job(site.db, JobState.RUNNING, "$ ./test\nfirst line\n")
+    running = a_job(site.db, REPO, JobState.RUNNING, "$ ./test\nfirst line\n")
     held = site.hold_stream(browser, running)  # the one stream here: the page's gets 503
     try:
         browser.get(f"{site.url}/jobs/{running}")
