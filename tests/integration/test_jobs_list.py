@@ -151,6 +151,8 @@ def test_fifty_a_page_newest_first_with_links_between_pages(
     assert listed(third) == newest[100:]
     assert 'id="page-older"' not in third and 'href="/jobs?page=2"' in third
     assert listed(str(client.get("/jobs?page=4").get_data(as_text=True))) == []
+    filtered = str(client.get("/jobs?kind=fix_issue&person=alice").get_data(as_text=True))
+    assert 'href="/jobs?kind=fix_issue&amp;person=alice&amp;page=2"' in filtered  # kept
 
 
 @pytest.mark.parametrize(
