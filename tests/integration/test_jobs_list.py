@@ -165,6 +165,7 @@ def test_fifty_a_page_newest_first_with_links_between_pages(
         ("since=2026-11-03", {"late"}),
         ("until=2026-11-01", {"base", "open", "review", "failed", "bob"}),
         ("since=2026-11-02&until=2026-11-02", {"middle"}),
+        ("since=2026-11-03&until=9999-12-31", {"late"}),
         (
             "kind=fix_issue&state=succeeded&repo=acme/secret&until=2026-11-02",
             {"base", "bob", "middle"},

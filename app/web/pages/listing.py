@@ -129,7 +129,7 @@ def _where(query: Select[Any], filters: Filters, repos: list[str] | None) -> Sel
         query = query.where(func.lower(Job.requested_by) == filters.person.lower())
     if filters.since is not None:
         query = query.where(Job.created_at >= datetime.combine(filters.since, time(), UTC))
-    if filters.until is not None:
+    if filters.until is not None and filters.until < date.max:  # date.max: no end at all
         end = datetime.combine(filters.until + timedelta(days=1), time(), UTC)
         query = query.where(Job.created_at < end)
     return query
