@@ -124,7 +124,10 @@ class Job(Base):
     # its head may have moved since (tasks.feedback.listeners, the watchdog).
     check_run_id: Mapped[int | None] = mapped_column(BigInteger)
     lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    # Indexed for /jobs: newest first, and its since/until filters (migration 0010).
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), default=utcnow, index=True
+    )
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # What the job spent, for the daily budgets (app/policy/budgets.py).
