@@ -24,6 +24,11 @@ TRAILER = re.compile(r"^Onloop-Job:\s*(\d{1,10})\s*$", re.MULTILINE)
 # `git revert` writes "This reverts commit <full sha>." (and, for a merge commit,
 # ", reversing changes made to <sha>."): https://git-scm.com/docs/git-revert
 REVERTS = re.compile(r"\bThis reverts commit ([0-9a-f]{40})\b")
+# A push names up to 2048 commits
+# (https://docs.github.com/en/webhooks/webhook-events-and-payloads#push); onloop's branches
+# get a few, so past this many the rest of one push is not counted (a statement each, in the
+# webhook's path).
+MAX_COMMITS = 100
 
 OPENED = (
     "INSERT INTO onloop_pulls (repo, number, head_ref, head_sha, opened_at, merged)"
@@ -124,7 +129,7 @@ def _branch_commits(
     sql: Sql, cur: Cursor, repo: str, branch: str, commits: list[PushCommit]
 ) -> None:
     now = sql.ts(utcnow())
-    for commit in commits:
+    for commit in commits[:MAX_COMMITS]:
         sha, message = commit.get("id"), commit.get("message", "")
         if not sha:
             continue

@@ -136,7 +136,7 @@ def figures(db: Database, repos: Sequence[str], since: datetime) -> list[Figures
     for repo, counts in pulls.items():
         for target in (overall, each[repo]):
             _add_pulls(target.pulls, counts)
-    for repo, fixes in _ci_fixes(jobs).items():
+    for repo, fixes in ci_fixes(jobs).items():
         for target in (overall, each[repo]):
             target.ci.fixed += fixes.fixed
             target.ci.rounds += fixes.rounds
@@ -227,7 +227,7 @@ def _pulls(db: Database, repos: Sequence[str], since: datetime) -> dict[str, Pul
     return found
 
 
-def _ci_fixes(jobs: Iterable[JobRow]) -> dict[str, CiFixes]:
+def ci_fixes(jobs: Iterable[JobRow]) -> dict[str, CiFixes]:
     """fix_ci jobs per pull request, in order: each success ends one fixed failure and the
     jobs since the previous success are its rounds. Cancelled or unfinished jobs (a newer
     head replaced them) are not rounds."""
