@@ -7,9 +7,8 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 import redis
@@ -20,12 +19,10 @@ from app.store import audit
 from app.store.db import Database
 from app.store.models import AuditEntry, Job, JobState, utcnow
 from app.web import create_app
-from tests.doubles.github import gitrepo
 from tests.doubles.github.double import GitHubDouble
-from tests.doubles.github.model import Issue
 from tests.doubles.github.settings import settings_for
 from tests.doubles.oauth_flow import open_signed_in
-from tests.doubles.webhooks import deliver, load_fixture
+from tests.doubles.onloop_pulls import close, onloop_pull, revert, via_client
 
 REPO, OTHER = "acme/secret", "acme/other"
 
@@ -57,77 +54,6 @@ def settings(
         redis_url=redis_url,
         config_file=operators,
     )
-
-
-def iso(at: datetime) -> str:
-    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def pull_payload(repo: str, pull: Issue, action: str, merge_sha: str | None = None) -> Any:
-    """A `pull_request` delivery for the double's pull request, as GitHub sends it."""
-    assert pull.pull is not None
-    payload = load_fixture("pull_request.opened")
-    payload.update(action=action, number=pull.number)
-    payload["repository"].update(full_name=repo, default_branch="main")
-    body = payload["pull_request"]
-    now = iso(utcnow())
-    body.update(number=pull.number, state=pull.state, merged=pull.pull.merged, created_at=now)
-    if pull.state == "closed":
-        body.update(closed_at=now, merged_at=now if pull.pull.merged else None)
-        body["merge_commit_sha"] = merge_sha
-    body["head"].update(ref=pull.pull.head_ref, sha=pull.pull.head_sha)
-    body["head"]["repo"]["full_name"] = repo
-    return payload
-
-
-def push_payload(double: GitHubDouble, repo: str, branch: str, shas: list[str]) -> Any:
-    """A `push` delivery of `shas` (oldest first) to `branch`, messages read from git."""
-    payload = load_fixture("pull_request.opened")
-    commits = []
-    for sha in shas:
-        message = str(gitrepo.commit_info(double.git_dir(repo), sha)["message"])
-        commits.append(
-            {"id": sha, "message": message, "timestamp": iso(utcnow()), "distinct": True}
-        )
-    return {
-        "ref": f"refs/heads/{branch}",
-        "before": "0" * 40,
-        "after": shas[-1],
-        "commits": commits,
-        "repository": {**payload["repository"], "full_name": repo, "default_branch": "main"},
-        "installation": payload["installation"],
-        "sender": payload["sender"],
-    }
-
-
-def onloop_pull(
-    double: GitHubDouble, client: FlaskClient, repo: str, branch: str, human: bool
-) -> Issue:
-    """onloop's commit (with its trailer) on `branch`, maybe a person's commit on top, the
-    pushes and the pull request's `opened` delivered."""
-    double.create_branch(repo, branch)
-    shas = [double.commit(repo, branch, {"fix.py": "x = 1\n"}, "Fix it\n\nOnloop-Job: 1\n")]
-    if human:
-        shas.append(double.commit(repo, branch, {"fix.py": "x = 2\n"}, "Tweak the fix"))
-    for sha in shas:  # one push each: onloop's, then the person's
-        assert deliver(client, "push", push_payload(double, repo, branch, [sha])).status_code < 300
-    pull = double.create_pull(repo, branch, user="alice")
-    assert deliver(client, "pull_request", pull_payload(repo, pull, "opened")).status_code < 300
-    return pull
-
-
-def close(double: GitHubDouble, client: FlaskClient, repo: str, pull: Issue, merge: bool) -> str:
-    """Close the pull request in the double, merged (a merge commit on main) or not."""
-    assert pull.pull is not None
-    pull.state, pull.pull.merged = "closed", merge
-    merge_sha = (
-        double.commit(repo, "main", {"fix.py": "x = 2\n"}, f"Merge #{pull.number}")
-        if merge
-        else None
-    )
-    answer = deliver(client, "pull_request", pull_payload(repo, pull, "closed", merge_sha))
-    assert answer.status_code < 300, answer.get_data(as_text=True)
-    return merge_sha or ""
 
 
 def jobs(db: Database, repo: str) -> None:
@@ -180,17 +106,14 @@ def history(settings: Settings, db: Database, github_double: GitHubDouble) -> Fl
     """In acme/secret: PR 1 with a person's commit, merged, then reverted on main; PR 2
     closed unmerged. In acme/other, which alice cannot read: PR 1 merged."""
     client = create_app(settings, db=db).test_client()
-    first = onloop_pull(github_double, client, REPO, "onloop/issue-7", human=True)
-    second = onloop_pull(github_double, client, REPO, "onloop/issue-9", human=False)
-    merged = close(github_double, client, REPO, first, merge=True)
-    close(github_double, client, REPO, second, merge=False)
-    revert = github_double.commit(
-        REPO, "main", {"fix.py": None}, f'Revert "Fix it"\n\nThis reverts commit {merged}.\n'
-    )
-    push = push_payload(github_double, REPO, "main", [revert])
-    assert deliver(client, "push", push).status_code < 300
-    elsewhere = onloop_pull(github_double, client, OTHER, "onloop/issue-3", human=False)
-    close(github_double, client, OTHER, elsewhere, merge=True)
+    send = via_client(client)
+    first = onloop_pull(github_double, send, REPO, "onloop/issue-7", human=True)
+    second = onloop_pull(github_double, send, REPO, "onloop/issue-9", human=False)
+    merged = close(github_double, send, REPO, first, merge=True)
+    close(github_double, send, REPO, second, merge=False)
+    revert(github_double, send, REPO, merged)
+    elsewhere = onloop_pull(github_double, send, OTHER, "onloop/issue-3", human=False)
+    close(github_double, send, OTHER, elsewhere, merge=True)
     jobs(db, REPO)
     return client
 
