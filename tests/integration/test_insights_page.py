@@ -179,6 +179,10 @@ def test_a_repository_the_person_cannot_read_is_404_and_a_bad_period_400(
     assert open_signed_in(history, github_double, "alice", "/insights").status_code == 200
     hidden = history.get(f"/insights?repo={OTHER}")
     missing = history.get("/insights?repo=acme/nothing")
+    asked = len(github_double.calls())
+    for odd in ("acme/secret/../../user", "acme/..", "-acme/x", "acme"):
+        assert history.get("/insights", query_string={"repo": odd}).status_code == 404, odd
+    assert len(github_double.calls()) == asked  # no such path asked of GitHub
     assert hidden.status_code == missing.status_code == 404
     assert OTHER not in hidden.get_data(as_text=True)
     assert history.get("/insights?period=1y").status_code == 400

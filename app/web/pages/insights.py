@@ -3,6 +3,7 @@ and per repository, over the repositories the person may see (operators: all of 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from flask import abort, render_template, request
@@ -12,6 +13,10 @@ from app.store.insights import Figures, Period, figures, percentile, repositorie
 from app.web.pages.access import Access
 from app.web.pages.charts import Chart, jobs_by_kind, ordered_outcomes
 from app.web.pages.jobs import bp, pages_or_503, signed_in, to_sign_in
+
+# owner/name as GitHub allows them (logins: 39 characters; names: 100): anything else names
+# no repository, and is never put in a GitHub API path with the person's token.
+REPO_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,38}/(?!\.\.?$)[A-Za-z0-9._-]{1,100}$")
 
 
 @dataclass(frozen=True)
@@ -145,7 +150,7 @@ def insights() -> BaseResponse | str:
     known = repositories(pages.db, since)
     chosen = request.args.get("repo") or None
     if chosen is not None:
-        if pages.access.of(session, chosen) == Access.NONE:
+        if not REPO_NAME.match(chosen) or pages.access.of(session, chosen) == Access.NONE:
             abort(404, "No such repository.")
         named = next((r for r in known if r.lower() == chosen.lower()), chosen)
         shown = [named]
