@@ -81,7 +81,10 @@ def note(sql: Sql, cur: Cursor, event: Event) -> None:
     payload = event.payload
     if event.name == "pull_request":
         pull = payload.get("pull_request", {})
-        if pull.get("head", {}).get("ref", "").startswith(BRANCH_PREFIX):
+        head = pull.get("head", {})
+        # onloop's branches are in the repository itself; a fork's `onloop/x` is not its own.
+        own = head.get("repo", {}).get("full_name", "").lower() == repo.lower()
+        if own and head.get("ref", "").startswith(BRANCH_PREFIX):
             _pull(sql, cur, repo, event.action or "", pull)
     elif event.name == "push":
         ref = payload.get("ref", "")

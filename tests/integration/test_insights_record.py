@@ -18,7 +18,14 @@ from tests.doubles.webhooks import deliver, load_fixture
 REPO = "acme/widgets"
 
 
-def pull(number: int, action: str, branch: str, merged: bool = False, sha: str = "b" * 40) -> Any:
+def pull(
+    number: int,
+    action: str,
+    branch: str,
+    merged: bool = False,
+    sha: str = "b" * 40,
+    head_repo: str = REPO,
+) -> Any:
     payload = load_fixture("pull_request.opened")
     payload.update(action=action, number=number)
     payload["repository"].update(full_name=REPO, default_branch="main")
@@ -28,6 +35,7 @@ def pull(number: int, action: str, branch: str, merged: bool = False, sha: str =
         body.update(closed_at="2026-12-04T10:00:00Z", merged_at="2026-12-04T10:00:00Z")
         body["merge_commit_sha"] = sha if merged else None
     body["head"].update(ref=branch, sha="c" * 40)
+    body["head"]["repo"]["full_name"] = head_repo
     return payload
 
 
@@ -66,8 +74,10 @@ def test_rework_counts_each_commit_once_and_a_reused_branch_starts_again(
     send(client, "pull_request", pull(5, "closed", "onloop/issue-4", merged=True))
     send(client, "pull_request", pull(6, "closed", "onloop/issue-4"))  # the branch reused
     send(client, "pull_request", pull(7, "closed", "someone/else", merged=True))
+    fork = pull(8, "closed", "onloop/issue-4", merged=True, head_repo="mallory/widgets")
+    send(client, "pull_request", fork)
     found = pulls(db)
-    assert set(found) == {5, 6}  # not someone else's branch
+    assert set(found) == {5, 6}  # not someone else's branch, nor a fork's `onloop/...`
     assert found[5].merged and found[5].rework_commits == 1 and found[5].opened_at is not None
     assert not found[6].merged and found[6].rework_commits == 0
     with db.read() as s:
