@@ -91,6 +91,7 @@ def test_setup_page_posts_onloops_manifest_to_github_with_a_signed_state(
             "pull_request_review_comment",
             "check_suite",
             "workflow_run",
+            "push",
         ],
     }
 
