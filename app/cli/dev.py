@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -190,13 +191,29 @@ class DevWeb:
     def stop(self) -> None:
         with self._lock:
             self._stopping.set()
-            if self.proc.poll() is None:
-                self.proc.terminate()
-        self.proc.wait(timeout=10)
+        stop_process(self.proc)
+
+
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL when it has not exited within ten seconds."""
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _exit_on_sigterm(signum: int, _frame: object) -> None:
+    """SIGTERM before the worker takes it over: exit through run_dev's `finally`, which stops
+    the Redis and the web dev started (Python's default would end dev alone, at once)."""
+    raise SystemExit(128 + signum)
 
 
 def run_dev(bind: str) -> None:
     check_port(bind)
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     generated = dev_secrets()
     os.environ.update(generated)
     public_url = dev_public_url(bind)
@@ -233,11 +250,13 @@ def run_dev(bind: str) -> None:
 
         run_worker(settings, concurrency=2, beat=True)
     finally:
-        if web is not None:
-            web.stop()
-        if redis_proc is not None:
-            redis_proc.terminate()
-            redis_proc.wait(timeout=10)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut this short
+        try:
+            if web is not None:
+                web.stop()
+        finally:
+            if redis_proc is not None:
+                stop_process(redis_proc)
 
 
 def _say_missing(settings: Settings) -> None:
