@@ -205,10 +205,27 @@ def stop_process(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
+_KEPT_SIGTERM = threading.Event()
+
+
 def _exit_on_sigterm(signum: int, _frame: object) -> None:
-    """SIGTERM before the worker takes it over: exit through run_dev's `finally`, which stops
-    the Redis and the web dev started (Python's default would end dev alone, at once)."""
+    """SIGTERM before the worker starts: exit through run_dev's `finally`, which stops the
+    Redis and the web dev started (Python's default would end dev alone, at once). Kept too:
+    a SystemExit raised in a garbage collector's callback is printed and lost."""
+    _KEPT_SIGTERM.set()
     raise SystemExit(128 + signum)
+
+
+def _keep_sigterm(_signum: int, _frame: object) -> None:
+    """SIGTERM while Celery starts, before its own handler is in: a SystemExit there is lost
+    (Celery goes on), so keep the signal for when the worker is ready."""
+    _KEPT_SIGTERM.set()
+
+
+def _pass_kept_sigterm(**_: object) -> None:
+    """The worker is ready (Celery's warm-shutdown handler is in): a kept SIGTERM stops it."""
+    if _KEPT_SIGTERM.is_set():
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def run_dev(bind: str) -> None:
@@ -246,8 +263,14 @@ def run_dev(bind: str) -> None:
         web.watch()  # killed or crashed from now on, it starts again
         click.echo(f"onloop dev: web ready on {bind}; it starts again if it exits")
         # loaded by this command only: the worker and Celery, `onloop --help` stays fast
+        from celery.signals import worker_ready
+
         from tasks.worker import run_worker
 
+        worker_ready.connect(_pass_kept_sigterm, weak=False)
+        signal.signal(signal.SIGTERM, _keep_sigterm)
+        if _KEPT_SIGTERM.is_set():  # one came, and its SystemExit was lost
+            raise SystemExit(128 + signal.SIGTERM)
         run_worker(settings, concurrency=2, beat=True)
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut this short

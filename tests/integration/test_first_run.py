@@ -263,7 +263,10 @@ def test_dev_stopped_as_soon_as_its_web_is_ready_stops_its_redis_and_web(tmp_pat
     try:
         dev.wait_for(r"web ready on")
         dev.proc.terminate()
-        assert dev.proc.wait(timeout=60) != 0
+        try:
+            dev.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail("dev did not exit on SIGTERM:\n" + dev.output)
         deadline = time.monotonic() + 30
         while group_left(dev.proc.pid):
             assert time.monotonic() < deadline, "dev exited and left its Redis or web running"
