@@ -216,12 +216,14 @@ def test_setup_under_dev_keeps_one_host_so_its_cookie_comes_back(
     setup = dev.wait_for(r"open (\S+/setup\?code=\S+)").group(1)
     dev.wait_ready()
     assert urlsplit(setup).netloc == urlsplit(printed).netloc == f"127.0.0.1:{port}"
-    browser = requests.Session()  # its cookie jar is per host, as a browser's
-    page = browser.get(setup, timeout=10)
-    assert page.status_code == 200, page.text
-    location = submit(*form(page.text))
-    assert urlsplit(location).netloc == urlsplit(setup).netloc
-    done = browser.get(location, timeout=30)
+    # its cookie jar is per host, as a browser's; closed after, so no kept-alive connection
+    # holds dev's web when the test stops it
+    with requests.Session() as browser:
+        page = browser.get(setup, timeout=10)
+        assert page.status_code == 200, page.text
+        location = submit(*form(page.text))
+        assert urlsplit(location).netloc == urlsplit(setup).netloc
+        done = browser.get(location, timeout=30)
     assert done.status_code == 200 and "is ready" in done.text, done.text
     assert "not the one that opened" not in done.text
     assert dotenv_values(tmp_path / ".env").get("ONLOOP_APP_ID")
