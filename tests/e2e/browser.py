@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import redis
-import requests
+from flask import Flask
 from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
@@ -28,6 +28,7 @@ from app.store import joblog
 from app.store.db import Database
 from app.store.models import Job, JobState, utcnow
 from app.web import create_app
+from app.web.pages.state import EXTENSION
 from tests.doubles.github.double import GitHubDouble
 from tests.doubles.github.settings import settings_for
 from tests.doubles.worker_proc import wait_until
@@ -106,20 +107,19 @@ class Site:
     settings: Settings
     db: Database
     url: str
+    app: Flask
 
     def open(self, driver: WebDriver, login: str, path: str) -> None:
         """`login` signs in through the double's OAuth pages and lands on `path`."""
         sign_in(driver, self.double, self.url, login, path)
 
-    def hold_stream(self, driver: WebDriver, job_id: int) -> requests.Response:
-        """Take this process's one live stream with the browser's session (close it after)."""
-        cookies = {c["name"]: c["value"] for c in driver.get_cookies()}
-        held = requests.get(
-            f"{self.url}/jobs/{job_id}/events", cookies=cookies, stream=True, timeout=30
-        )
-        assert held.status_code == 200, held.text
-        assert next(held.iter_content(64)).startswith(b"retry: ")  # subscribed
-        return held
+    def stream_free(self) -> bool:
+        """Whether the served app would start a live stream now (it has one: web_threads=2)."""
+        streams = self.app.extensions[EXTENSION].streams
+        if not streams.acquire(blocking=False):
+            return False
+        streams.release()
+        return True
 
 
 @pytest.fixture
@@ -139,8 +139,9 @@ def site(
         web_threads=2,  # one live stream at a time: a test that holds it sees the page poll
     )
     db = Database(database_url)
-    served.serve(create_app(settings, db=db))
-    yield Site(github_double, settings, db, served.url)
+    app = create_app(settings, db=db)
+    served.serve(app)
+    yield Site(github_double, settings, db, served.url, app)
     db.dispose()
 
 

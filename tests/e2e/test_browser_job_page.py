@@ -169,28 +169,27 @@ def test_someone_who_cannot_read_the_repository_gets_404(site: Site, browser: We
 def test_without_its_stream_a_running_job_s_page_polls(site: Site, browser: WebDriver) -> None:
     site.double.create_repo(REPO, private=True)
     site.double.set_permission(REPO, "alice", "read")
-    done = hostile_job(site.db)
-    site.open(browser, "alice", f"/jobs/{done}")  # a finished job's page: no stream
     running = a_job(site.db, REPO, JobState.RUNNING, "$ ./test\nfirst line\n")
-    held = site.hold_stream(browser, running)  # the one stream here: the page's gets 503
-    try:
-        browser.get(f"{site.url}/jobs/{running}")
-        browser.execute_script("window.onloopKept = 'this page, never reloaded';")
-        assert [(n, s) for n, s, _ in steps_of(browser)] == [("validate", "running")]
-        joblog.append(site.db, running, "second line\n", 4096, step="validate")
-        with site.db.transaction() as s:  # no worker publishes anything: only polls see it
-            job = s.get(Job, running)
-            assert job is not None
-            job.steps = [step("validate", "succeeded"), step("push", "running")]
-        wait_until(
-            lambda: (
-                [(n, s) for n, s, _ in steps_of(browser)]
-                == [("validate", "succeeded"), ("push", "running")]
-            ),
-            60,
-            "the page to poll",
-        )
-        assert "first line\nsecond line" in steps_of(browser)[0][2]
-        assert browser.execute_script("return window.onloopKept") == "this page, never reloaded"
-    finally:
-        held.close()
+    path = f"/jobs/{running}"
+    site.open(browser, "alice", path)  # this tab takes the one live stream here
+    wait_until(lambda: not site.stream_free(), 30, "the first tab's stream")
+    browser.switch_to.new_window("tab")
+    browser.get(site.url + path)  # its stream is refused (503): it polls
+    browser.execute_script("window.onloopKept = 'this page, never reloaded';")
+    assert not site.stream_free()
+    assert [(n, s) for n, s, _ in steps_of(browser)] == [("validate", "running")]
+    joblog.append(site.db, running, "second line\n", 4096, step="validate")
+    with site.db.transaction() as s:  # no worker publishes anything: only polls see it
+        job = s.get(Job, running)
+        assert job is not None
+        job.steps = [step("validate", "succeeded"), step("push", "running")]
+    wait_until(
+        lambda: (
+            [(n, s) for n, s, _ in steps_of(browser)]
+            == [("validate", "succeeded"), ("push", "running")]
+        ),
+        60,
+        "the page to poll",
+    )
+    assert "first line\nsecond line" in steps_of(browser)[0][2]
+    assert browser.execute_script("return window.onloopKept") == "this page, never reloaded"
