@@ -1,13 +1,15 @@
 """End-to-end bench: webhook to visible result per job kind, as a ratio to its floor.
 
 On the GitHub double with Docker, git, the Flask app and a real `onloop worker` (as
-tests/e2e/world.py wires them, with the production defaults for the dispatcher, the lease,
-the caps and the warm pool), measured in one run: (a) `/agent rebase` to the push, (b) a
+tests/e2e/world.py wires them, with the production defaults for the dispatcher, the lease
+and the caps), measured in one run: (a) `/agent rebase` to the push, (b) a
 ruff failure (workflow_run failure → fix_ci) to the fix push, (c) `agent:fix` with the
 scripted command agent to the pull request, (d) `/agent review` to the review; each against
 its floor, the same git and tool commands run directly (bench/e2e_floor.py), with the job's
 steps. `--concurrency`: N rebase jobs from N PRs at once on one worker, against one by one.
 Also the resident memory of an idle web worker, an idle Celery worker and a sandbox at rest.
+The warm pool is off by default (`--pool-size`): a primed slot is moved to the PR's head only,
+so a rebase onto a base that moved since fails there ("invalid upstream").
 Usage: python bench/e2e.py [--runs N] [--concurrency] [--prs N] [--database-url URL]
 """
 
@@ -32,7 +34,7 @@ from app.store import migrate
 from app.store.db import Database
 from app.store.models import TERMINAL_STATES, JobState
 from app.web import create_app
-from bench.e2e_floor import REPO, Floor, children, container_mb, rss_mb, sandbox_at_rest_mb
+from bench.e2e_floor import REPO, Floor, memory, sandbox_at_rest_mb, web_memory
 from tests.doubles.github.double import GitHubDouble
 from tests.doubles.github.handlers.actions import add_run
 from tests.doubles.github.settings import settings_for
@@ -40,7 +42,6 @@ from tests.doubles.payloads import issue_labeled, workflow_run_failed
 from tests.doubles.redis_server import RedisServer
 from tests.doubles.worker_proc import WorkerProcess, wait_until
 from tests.e2e.world import World, remove_snapshots
-from tests.faults.procs import WebProcess
 
 AGENT = "if grep -q 'says teh' TASK.md; then sed -i 's/teh/the/' README.md; fi"
 PYPROJECT = '[project]\nname = "widgets"\nversion = "0"\n\n[tool.ruff]\nline-length = 100\n'
@@ -288,34 +289,6 @@ def report(kind: str, samples: list[Sample]) -> None:
     print("    steps (s, p50): " + ", ".join(parts))
 
 
-def memory(world: BenchWorld, root: Path, label: str) -> None:
-    worker = world.worker.proc
-    assert worker is not None
-    tree = [worker.pid, *children(worker.pid)]
-    print(
-        f"memory {label}: celery worker RSS {sum(rss_mb(p) for p in tree):.0f} MiB "
-        f"({len(tree)} process{'es' if len(tree) > 1 else ''})",
-        end="",
-    )
-    sandboxes = [container_mb(c) for c in world.containers()]
-    shown = ", ".join(f"{m:.1f}" for m in sandboxes) or "none"
-    print(f"; warm pool containers: {shown} MiB")
-
-
-def web_memory(world: BenchWorld, root: Path) -> None:
-    web = WebProcess(world.settings, root / "web.log").start()
-    try:
-        time.sleep(2)
-        assert web.proc is not None
-        workers = children(web.proc.pid)
-        each = ", ".join(f"{rss_mb(p):.0f}" for p in workers)
-        print(
-            f"memory idle web: gunicorn master {rss_mb(web.proc.pid):.0f} MiB, workers {each} MiB"
-        )
-    finally:
-        web.stop()
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--runs", type=int, default=3, help="measured runs per kind (p50)")
@@ -323,7 +296,12 @@ def main() -> None:
     ap.add_argument("--concurrency", action="store_true", help="also N rebases at once")
     ap.add_argument("--prs", type=int, default=20, help="rebase jobs in --concurrency")
     ap.add_argument("--worker-concurrency", type=int, default=4, help="as `onloop worker`")
-    ap.add_argument("--pool-size", type=int, default=0, help="warm sandboxes (see the note)")
+    ap.add_argument(
+        "--pool-size",
+        type=int,
+        default=0,
+        help="warm sandboxes (0: see above)",
+    )
     ap.add_argument("--database-url", help="an empty, migrated database (default SQLite)")
     args = ap.parse_args()
     kinds = [k for k in args.kinds.split(",") if k]

@@ -1,5 +1,5 @@
 """The floors for bench/e2e.py: the same git and tool commands a job must run, with no onloop
-(fetch, rebase, push; clone, `ruff check --fix`, commit, push), and resident memory readings."""
+(fetch, rebase, push; clone, `ruff check --fix`, commit, push), and its memory readings."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ import requests
 from tasks.sandbox.base import Limits
 from tasks.sandbox.docker_backend import DockerBackend
 from tests.doubles.github.double import GitHubDouble
+from tests.e2e.world import World
+from tests.faults.procs import WebProcess
 
 REPO = "octo/widgets"
 
@@ -156,3 +158,31 @@ def container_mb(container_id: str) -> float:
     memory = stats.get("memory_stats") or {}
     inactive = (memory.get("stats") or {}).get("inactive_file", 0)
     return float(memory.get("usage", 0) - inactive) / 2**20
+
+
+def memory(world: World, root: Path, label: str) -> None:
+    worker = world.worker.proc
+    assert worker is not None
+    tree = [worker.pid, *children(worker.pid)]
+    print(
+        f"memory {label}: celery worker RSS {sum(rss_mb(p) for p in tree):.0f} MiB "
+        f"({len(tree)} process{'es' if len(tree) > 1 else ''})",
+        end="",
+    )
+    sandboxes = [container_mb(c) for c in world.containers()]
+    shown = ", ".join(f"{m:.1f}" for m in sandboxes) or "none"
+    print(f"; warm pool containers: {shown} MiB")
+
+
+def web_memory(world: World, root: Path) -> None:
+    web = WebProcess(world.settings, root / "web.log").start()
+    try:
+        time.sleep(2)
+        assert web.proc is not None
+        workers = children(web.proc.pid)
+        each = ", ".join(f"{rss_mb(p):.0f}" for p in workers)
+        print(
+            f"memory idle web: gunicorn master {rss_mb(web.proc.pid):.0f} MiB, workers {each} MiB"
+        )
+    finally:
+        web.stop()
