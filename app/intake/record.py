@@ -13,63 +13,28 @@ from app.intake.decide import Action, Ignored, explain
 from app.intake.events import Event
 from app.intake.freshness import is_stale
 from app.intake.insights import note
+from app.intake.statements import (
+    ASKED_AGAIN,
+    CANCEL_INSTALLATION,
+    DELIVERY,
+    DELIVERY_AND_TRIGGER,
+    FORGET_USER,
+    INSTALLATION,
+    JOB,
+    JOB_AND_OUTBOX,
+    LIVE_JOB,
+    LOOKUP,
+    NEW_INSTALLATION,
+    OUTBOX,
+    REPEATED,
+    SET_INSTALLATION,
+    TRIGGER,
+    cancel_stale_sql,
+)
 from app.policy.repo_config import ConfigError, RepoConfig, parse_repo_config
 from app.store.db import Database
 from app.store.fastsql import Sql
 from app.store.models import LIVE_STATES, JobState, utcnow
-
-# Hand-written SQL for the hot path (see app.store.fastsql.Sql): `%s` a value, `%j` JSON text.
-CONFIG = "SELECT text FROM repo_configs WHERE repo = %s"
-DELIVERY = (
-    "INSERT INTO deliveries (guid, event, action, installation_id, repo, sender, outcome,"
-    " received_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING id"
-)
-JOB = (
-    "INSERT INTO jobs (kind, repo, repo_id, installation_id, number, head_sha, requested_by,"
-    " requested_by_id, state, live_key, params, attempts, steps, result, delivery_id,"
-    " created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %j, 0, %j, %j, %s, %s)"
-    " ON CONFLICT DO NOTHING RETURNING id"
-)
-LIVE_JOB = "SELECT id FROM jobs WHERE live_key = %s"
-TRIGGER = (
-    "INSERT INTO job_triggers (trigger_key, delivery_id, created_at) VALUES (%s, %s, %s)"
-    " ON CONFLICT DO NOTHING RETURNING trigger_key"
-)
-REPEATED = "UPDATE deliveries SET outcome = %s WHERE id = %s"
-ASKED_AGAIN = "SELECT 1 FROM redelivery_requests WHERE guid = %s"
-OUTBOX = "INSERT INTO outbox (job_id, created_at, publish_attempts) VALUES (%s, %s, 0)"
-INSTALLATION = "SELECT repositories, suspended FROM installations WHERE id = %s"
-NEW_INSTALLATION = (
-    "INSERT INTO installations (account_login, account_type, repositories, suspended,"
-    " deleted_at, updated_at, id) VALUES (%s, %s, %j, %s, %s, %s, %s)"
-)
-SET_INSTALLATION = (
-    "UPDATE installations SET account_login = %s, account_type = %s, repositories = %j,"
-    " suspended = %s, deleted_at = %s, updated_at = %s WHERE id = %s"
-)
-INSTALLATION_GONE = "SELECT suspended, deleted_at FROM installations WHERE id = %s"
-CANCEL_INSTALLATION = (
-    "UPDATE jobs SET state = %s, live_key = NULL, finished_at = %s, result = %j"
-    " WHERE installation_id = %s AND state IN (%s, %s, %s) RETURNING id"
-)
-
-
-def cancel_stale_sql(kinds: int, other_heads: bool) -> str:
-    """Cancel a PR's live sandboxed jobs (`kinds` of them), or only those for other heads."""
-    placeholders = ", ".join(["%s"] * kinds)  # only placeholders: the values are parameters
-    statement = (
-        "UPDATE jobs SET state = %s, live_key = NULL, finished_at = %s, result = %j"  # noqa: S608 - placeholders only
-        " WHERE repo = %s AND number = %s AND state IN (%s, %s, %s)"
-        f" AND kind IN ({placeholders})"
-    )
-    if other_heads:
-        statement += " AND head_sha IS NOT NULL AND head_sha <> %s"
-    return statement + " RETURNING id"
-
-
-FORGET_USER = "DELETE FROM user_accounts WHERE id = %s"
-
-assert len(LIVE_STATES) == 3, "see cancel_stale_sql"
 
 Row = Sequence[Any]  # a row's values, as the driver decodes them
 
@@ -113,14 +78,13 @@ def _parsed_config(text: str | None, default_label: str) -> RepoConfig:
     return config
 
 
-def cached_config(sql: Sql, cur: Cursor, repo: str | None, default_label: str) -> RepoConfig:
-    """The repository's config as last read by a worker; defaults when none was read yet."""
-    text = None
-    if repo:
-        cur.execute(sql(CONFIG), (repo,))
-        row = cur.fetchone()
-        text = row[0] if row else None
-    return _parsed_config(text, default_label)
+def _lookup(sql: Sql, cur: Cursor, event: Event) -> Row:
+    """(config text, suspended, deleted_at): the repository's config as last read by a
+    worker (None when none was read yet) and its installation's state (None without a row)."""
+    cur.execute(sql(LOOKUP), (event.repo, event.installation_id, event.installation_id))
+    row = cur.fetchone()
+    assert row is not None  # a SELECT of scalar subqueries answers one row
+    return row
 
 
 def record(
@@ -150,7 +114,8 @@ def _record(
     max_event_age: float | None,
     cur: Cursor,
 ) -> IntakeResult:
-    config = cached_config(sql, cur, event.repo, default_label)
+    looked_up = _lookup(sql, cur, event)
+    config = _parsed_config(looked_up[0], default_label)
     decision: Action | Ignored = explain(event, config, own_app_id, kinds)
     if event.problems and not isinstance(decision, Ignored):
         # Work from a body with fields of the wrong type or beyond what onloop stores would
@@ -160,7 +125,7 @@ def _record(
         if is_stale(event, utcnow(), max_event_age) and not _asked_again(sql, cur, event):
             decision = Ignored.STALE_EVENT
     if isinstance(decision, Command):
-        decision = _unless_gone(sql, cur, decision)
+        decision = _unless_gone(decision, suspended=looked_up[1], deleted_at=looked_up[2])
     outcome: str
     if isinstance(decision, Ignored):
         outcome = decision
@@ -169,25 +134,34 @@ def _record(
     else:
         outcome = type(decision).__name__
     sender = event.sender.get("login", "")[:100] or None
-    values = (event.delivery_guid, event.name, event.action, event.installation_id, event.repo)
-    cur.execute(sql(DELIVERY), (*values, sender, outcome[:200], sql.ts(utcnow())))
+    values: tuple[object, ...] = (event.delivery_guid, event.name, event.action)
+    values += (event.installation_id, event.repo, sender, outcome[:200], sql.ts(utcnow()))
+    trigger = decision.trigger if isinstance(decision, Command) else None
+    if trigger is not None and not sql.sqlite:  # one round trip for both
+        cur.execute(sql(DELIVERY_AND_TRIGGER), (*values, trigger, sql.ts(utcnow())))
+    else:
+        cur.execute(sql(DELIVERY), values)
     rows = cur.fetchall()
     if not rows:
         return IntakeResult(200, Ignored.DUPLICATE)  # this request has written nothing
     delivery_row_id = int(rows[0][0])
     note(sql, cur, event)  # onloop's pull requests, for /insights
-    if isinstance(decision, Command) and not _first_trigger(sql, cur, decision, delivery_row_id):
+    if trigger is not None and not sql.sqlite:
+        first = bool(rows[0][1])
+    else:
+        first = not isinstance(decision, Command) or _first_trigger(sql, cur, decision, rows[0])
+    if not first:
         cur.execute(sql(REPEATED), (Ignored.REPEATED_TRIGGER, delivery_row_id))
         return IntakeResult(200, Ignored.REPEATED_TRIGGER)
     return _apply(sql, cur, decision, delivery_row_id, kinds)
 
 
-def _first_trigger(sql: Sql, cur: Cursor, command: Command, delivery_row_id: int) -> bool:
+def _first_trigger(sql: Sql, cur: Cursor, command: Command, delivery: Row) -> bool:
     """Whether this is the first delivery of the command's comment or label (its trigger key
     is claimed in this transaction, so concurrent deliveries of it claim it once)."""
     if command.trigger is None:
         return True
-    cur.execute(sql(TRIGGER), (command.trigger, delivery_row_id, sql.ts(utcnow())))
+    cur.execute(sql(TRIGGER), (command.trigger, int(delivery[0]), sql.ts(utcnow())))
     return bool(cur.fetchall())
 
 
@@ -252,10 +226,14 @@ def _enqueue(
         now,
     )
     for _ in range(3):  # the live job can finish between the insert and the look-up
-        cur.execute(sql(JOB), values)
+        if sql.sqlite:
+            cur.execute(sql(JOB), values)
+        else:  # the outbox row in the same round trip
+            cur.execute(sql(JOB_AND_OUTBOX), (*values, now))
         rows = cur.fetchall()
         if rows:
-            cur.execute(sql(OUTBOX), (rows[0][0], now))
+            if sql.sqlite:
+                cur.execute(sql(OUTBOX), (rows[0][0], now))
             return int(rows[0][0]), True
         cur.execute(sql(LIVE_JOB), (key,))
         existing = cur.fetchone()
@@ -275,15 +253,13 @@ def _cancel_stale(sql: Sql, cur: Cursor, change: CancelStale, kinds: tuple[str, 
     return sorted(int(row[0]) for row in cur.fetchall())
 
 
-def _unless_gone(sql: Sql, cur: Cursor, command: Command) -> Command | Ignored:
+def _unless_gone(command: Command, suspended: object, deleted_at: object) -> Command | Ignored:
     """The command, or why not: a deleted or suspended installation can mint no token."""
     if command.installation_id is None:
         return command
-    cur.execute(sql(INSTALLATION_GONE), (command.installation_id,))
-    row = cur.fetchone()
-    if row is not None and row[1] is not None:
+    if deleted_at is not None:
         return Ignored.UNINSTALLED
-    if row is not None and row[0]:
+    if suspended:
         return Ignored.SUSPENDED
     return command
 

@@ -59,29 +59,47 @@ class _Item(Generic[T]):
         self.error: BaseException | None = None
 
 
+class _Lane:
+    """One committing thread and its own connection (None until its first batch)."""
+
+    __slots__ = ("conn", "thread")
+
+    def __init__(self) -> None:
+        self.conn: Any = None
+        self.thread: threading.Thread | None = None
+
+
 class GroupCommit:
-    """Requests hand in their writes; one thread runs whatever has queued up in a single
-    transaction and wakes each request only after that transaction has committed.
+    """Requests hand in their writes; a committing thread (a lane) runs whatever has queued
+    up in a single transaction and wakes each request only after that transaction has
+    committed.
 
     If a batch fails, its items are retried one transaction each, so one bad request
     fails alone. SQLite writers are serialised by `lock` (the database's write lock), and
     with `sqlite` its WAL is checkpointed by a side thread, outside the lock: a checkpoint
-    fsyncs, which in the committing thread would stall every waiting request.
+    fsyncs, which in the committing thread would stall every waiting request. SQLite has
+    one lane (one writer at a time anyway); PostgreSQL takes `lanes`, each on its own
+    connection: a batch spends most of its time waiting for the server's answers, and while
+    one lane waits, another commits the requests that queued up meanwhile.
     """
 
     CHECKPOINT_EVERY = 100  # batches
 
     def __init__(
-        self, engine: Engine, lock: Callable[[], AbstractContextManager[None]], sqlite: bool
+        self,
+        engine: Engine,
+        lock: Callable[[], AbstractContextManager[None]],
+        sqlite: bool,
+        lanes: int = 1,
     ) -> None:
         self._engine, self._lock, self._sqlite = engine, lock, sqlite
         self._checkpoint_due = threading.Event()
         self._batches_since = 0
         self._cond = threading.Condition()
         self._pending: list[_Item[Any]] = []
-        self._thread: threading.Thread | None = None
+        self._lane_count = 1 if sqlite else max(1, lanes)
+        self._lanes: list[_Lane] = []
         self._pid = 0
-        self._conn: Any = None
         self._closed = False
 
     def run(self, work: Work[T]) -> T:
@@ -90,7 +108,7 @@ class GroupCommit:
         with self._cond:
             if self._closed:
                 raise RuntimeError("database is closed")
-            if self._thread is None or self._pid != os.getpid():
+            if not self._lanes or self._pid != os.getpid():
                 self._start()
             self._pending.append(item)
             self._cond.notify()
@@ -102,15 +120,21 @@ class GroupCommit:
     def close(self) -> None:
         with self._cond:
             self._closed = True
-            self._cond.notify()
-            thread = self._thread
-        if thread is not None and self._pid == os.getpid():
-            thread.join(timeout=10)
+            self._cond.notify_all()
+            lanes = list(self._lanes)
+        if self._pid == os.getpid():
+            for lane in lanes:
+                if lane.thread is not None:
+                    lane.thread.join(timeout=10)
 
     def _start(self) -> None:
-        self._pid, self._conn, self._pending = os.getpid(), None, []
-        self._thread = threading.Thread(target=self._loop, name="group-commit", daemon=True)
-        self._thread.start()
+        self._pid, self._pending = os.getpid(), []
+        self._lanes = [_Lane() for _ in range(self._lane_count)]  # a fork's are not its own
+        for i, lane in enumerate(self._lanes):
+            lane.thread = threading.Thread(
+                target=self._loop, args=(lane,), name=f"group-commit-{i}", daemon=True
+            )
+            lane.thread.start()
         if self._sqlite:
             threading.Thread(target=self._checkpoints, name="wal-checkpoint", daemon=True).start()
 
@@ -138,33 +162,33 @@ class GroupCommit:
                 batch, self._pending = self._pending, []
             yield batch
 
-    def _loop(self) -> None:
+    def _loop(self, lane: _Lane) -> None:
         try:
             for batch in self._batches():
-                self._commit(batch)
+                self._commit(lane, batch)
         finally:
-            self._drop(invalidate=False)
+            self._drop(lane, invalidate=False)
 
-    def _commit(self, batch: list[_Item[Any]]) -> None:
+    def _commit(self, lane: _Lane, batch: list[_Item[Any]]) -> None:
         try:
             with self._lock():
-                if self._conn is None:
-                    self._conn = self._connect()
-                cursor = self._conn.cursor()
+                if lane.conn is None:
+                    lane.conn = self._connect()
+                cursor = lane.conn.cursor()
                 if self._sqlite:
                     cursor.execute("BEGIN IMMEDIATE")
                 results = [item.work(cursor) for item in batch]
-                self._conn.commit()
+                lane.conn.commit()
         except BaseException as exc:  # handed to the waiting request
-            self._rollback()
+            self._rollback(lane)
             if len(batch) > 1:
                 for item in batch:
-                    self._commit([item])
+                    self._commit(lane, [item])
                 return
             batch[0].error = exc
             batch[0].done.set()
             return
-        self._batches_since += 1
+        self._batches_since += 1  # lanes race on this count only on PostgreSQL, unused there
         if self._sqlite and self._batches_since >= self.CHECKPOINT_EVERY:
             self._batches_since = 0
             self._checkpoint_due.set()
@@ -178,16 +202,16 @@ class GroupCommit:
             conn.cursor().execute("PRAGMA wal_autocheckpoint=0")
         return conn
 
-    def _rollback(self) -> None:
-        if self._conn is None:
+    def _rollback(self, lane: _Lane) -> None:
+        if lane.conn is None:
             return
         try:
-            self._conn.rollback()
+            lane.conn.rollback()
         except Exception:  # a broken connection is replaced
-            self._drop(invalidate=True)
+            self._drop(lane, invalidate=True)
 
-    def _drop(self, invalidate: bool) -> None:
-        conn, self._conn = self._conn, None
+    def _drop(self, lane: _Lane, invalidate: bool) -> None:
+        conn, lane.conn = lane.conn, None
         if conn is None:
             return
         try:
