@@ -15,6 +15,7 @@ from app.core.kinds import KINDS, Kind, Kinds
 from app.core.queues import QUEUE
 from app.core.settings import Settings
 from app.core.telemetry import Telemetry
+from app.core.tracing import Tracing
 from app.github.clients import GitHubApp
 from app.github.write_slots import WriteSlots
 from app.policy.org_config import OrgConfigLoader
@@ -59,9 +60,9 @@ RUNNERS: Mapping[str, Runner] = {
 
 
 class Worker:
-    """Settings, database, GitHub (one set of write slots), metrics, caps, sandboxes, runners,
-    listeners and the organisation file's loader of one worker process. Tests build one with
-    their own runners or listeners instead of patching modules."""
+    """Settings, database, GitHub (one set of write slots), metrics, traces, caps, sandboxes,
+    runners, listeners and the organisation file's loader of one worker process. Tests build
+    one with their own runners or listeners instead of patching modules."""
 
     def __init__(
         self,
@@ -71,10 +72,15 @@ class Worker:
         runners: Mapping[str, Runner] = RUNNERS,
         listeners: Listeners = feedback.listeners_for,
         kinds: Kinds = KINDS,
+        tracing: Tracing | None = None,
     ) -> None:
         self.settings = settings
         self.db = db if db is not None else Database(settings.database_url)
         self.kinds = kinds
+        # Traces as the OTEL_* variables say, unless a test brings its own (app.core.tracing).
+        self._own_tracing = tracing is None
+        self.tracing = tracing if tracing is not None else Tracing.from_env("onloop-worker")
+        self.tracing.instrument_worker(self.db.engine)
         self.meter = Telemetry(settings.redis_url)
         self.github = GitHubApp(settings, WriteSlots.for_settings(settings), self.meter)
         self.limiter: Limiter | None = None
@@ -98,6 +104,7 @@ class Worker:
             workplace=self.workplace,
             kinds=kinds,
             org_config=OrgConfigLoader(),
+            tracer=self.tracing.tracer("onloop.jobs"),
         )
 
     def workplace(self) -> Workplace:
@@ -133,6 +140,8 @@ class Worker:
             place, self._workplace = self._workplace, None
         if place is not None:
             place.close()
+        if self._own_tracing:
+            self.tracing.shutdown()
         self.db.dispose()
 
     def run(self, concurrency: int = 4, beat: bool = False) -> None:
@@ -152,6 +161,7 @@ class Worker:
             broker=BrokerWatch.from_url(self.settings.redis_url)
             if self.settings.redis_url
             else None,
+            traced=self.tracing.enabled,
         )
         dispatcher.start()
         argv = [

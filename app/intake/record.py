@@ -29,6 +29,10 @@ JOB = (
     " created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %j, 0, %j, %j, %s, %s)"
     " ON CONFLICT DO NOTHING RETURNING id"
 )
+# The same with the delivery span's W3C traceparent, while traces are on (app.core.tracing).
+TRACED_JOB = JOB.replace(" created_at)", " created_at, traceparent)").replace(
+    "%s, %s) ON", "%s, %s, %s) ON"
+)
 LIVE_JOB = "SELECT id FROM jobs WHERE live_key = %s"
 TRIGGER = (
     "INSERT INTO job_triggers (trigger_key, delivery_id, created_at) VALUES (%s, %s, %s)"
@@ -129,11 +133,15 @@ def record(
     own_app_id: int | None = None,
     kinds: Kinds = KINDS,
     max_event_age: float | None = None,
+    traceparent: str | None = None,
 ) -> IntakeResult:
     """Decide and record in one transaction, committed before this returns (group commit:
     concurrent requests share a transaction); the same GUID twice is one delivery. A comment
-    or label older than `max_event_age` seconds makes no job (app.intake.freshness)."""
-    work = partial(_record, db.sql, event, default_label, own_app_id, kinds, max_event_age)
+    or label older than `max_event_age` seconds makes no job (app.intake.freshness). The
+    jobs it makes keep `traceparent`, the delivery's span, for the worker's spans."""
+    work = partial(
+        _record, db.sql, event, default_label, own_app_id, kinds, max_event_age, traceparent
+    )
     try:
         return db.group_commit.run(work)
     except db.engine.dialect.loaded_dbapi.IntegrityError:
@@ -147,6 +155,7 @@ def _record(
     own_app_id: int | None,
     kinds: Kinds,
     max_event_age: float | None,
+    traceparent: str | None,
     cur: Cursor,
 ) -> IntakeResult:
     config = cached_config(sql, cur, event.repo, default_label)
@@ -177,7 +186,7 @@ def _record(
     if isinstance(decision, Command) and not _first_trigger(sql, cur, decision, delivery_row_id):
         cur.execute(sql(REPEATED), (Ignored.REPEATED_TRIGGER, delivery_row_id))
         return IntakeResult(200, Ignored.REPEATED_TRIGGER)
-    return _apply(sql, cur, decision, delivery_row_id, kinds)
+    return _apply(sql, cur, decision, delivery_row_id, kinds, traceparent)
 
 
 def _first_trigger(sql: Sql, cur: Cursor, command: Command, delivery_row_id: int) -> bool:
@@ -197,7 +206,12 @@ def _asked_again(sql: Sql, cur: Cursor, event: Event) -> bool:
 
 
 def _apply(
-    sql: Sql, cur: Cursor, decision: Action | Ignored, delivery_row_id: int, kinds: Kinds
+    sql: Sql,
+    cur: Cursor,
+    decision: Action | Ignored,
+    delivery_row_id: int,
+    kinds: Kinds,
+    traceparent: str | None,
 ) -> IntakeResult:
     if isinstance(decision, Ignored):
         return IntakeResult(204, decision)
@@ -212,7 +226,7 @@ def _apply(
         return IntakeResult(202, "authorization revoked")
     result = IntakeResult(202, decision.kind)
     for number in decision.numbers or (None,):
-        job_id, created = _enqueue(sql, cur, decision, number, delivery_row_id, kinds)
+        job_id, created = _enqueue(sql, cur, decision, number, delivery_row_id, kinds, traceparent)
         result.job_ids.append(job_id)
         if not created:
             result.joined.append(job_id)
@@ -226,13 +240,14 @@ def _enqueue(
     number: int | None,
     delivery_row_id: int,
     kinds: Kinds,
+    traceparent: str | None = None,
 ) -> tuple[int, bool]:
     """Create the job (and its outbox row) unless a live one with its key exists, which it
     joins; returns (id, created). Only the same person's repeat, or another failed run of an
     automatic CI fix, has the same key (`Command.live_key` says why)."""
     key = command.live_key(number, kinds)
     now = sql.ts(utcnow())
-    values = (
+    values: tuple[object, ...] = (
         command.kind,
         command.repo,
         command.repo_id,
@@ -249,8 +264,11 @@ def _enqueue(
         delivery_row_id,
         now,
     )
+    statement = JOB
+    if traceparent is not None:
+        statement, values = TRACED_JOB, (*values, traceparent)
     for _ in range(3):  # the live job can finish between the insert and the look-up
-        cur.execute(sql(JOB), values)
+        cur.execute(sql(statement), values)
         rows = cur.fetchall()
         if rows:
             cur.execute(sql(OUTBOX), (rows[0][0], now))

@@ -13,6 +13,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+from opentelemetry import trace
+from opentelemetry.util.types import AttributeValue
+
+from app.core.tracing import span
 from tasks.sandbox.disk import Unmeasurable, disk_usage, files_owner
 
 # chown_tree and TailBuffer are re-exported: the backends import them from here
@@ -20,6 +24,8 @@ from tasks.sandbox.disk import chown_tree as chown_tree
 from tasks.sandbox.tail import TailBuffer as TailBuffer
 
 log = logging.getLogger(__name__)
+# OpenTelemetry's global provider, a no-op unless the worker turned traces on (app.core.tracing).
+tracer = trace.get_tracer("onloop.sandbox")
 
 WORKDIR = "/workspace"
 TMP = "/tmp"  # noqa: S108 - the sandbox's own private tmpfs, not the host's
@@ -157,12 +163,20 @@ class Sandbox(abc.ABC):
             self.stop()
             return ExecResult(-1, stderr="job time limit reached", timed_out=True)
         args = argv(cmd)
-        try:
-            result = self._exec(args, budget, environment, workdir)
-        except SandboxError:
-            if self.overflow:  # stopped under the command for its disk use
-                self._overflowed()
-            raise
+        # argv[0] alone: the arguments and the environment may hold what a span must not.
+        attributes: dict[str, AttributeValue] = {
+            "onloop.sandbox.program": args[0],
+            "onloop.job.id": self.job_id,
+        }
+        with span(tracer, "sandbox.exec", attributes) as current:
+            try:
+                result = self._exec(args, budget, environment, workdir)
+            except SandboxError:
+                if self.overflow:  # stopped under the command for its disk use
+                    self._overflowed()
+                raise
+            current.set_attribute("onloop.sandbox.exit_code", result.exit_code)
+            current.set_attribute("onloop.sandbox.timed_out", result.timed_out)
         for observe in self.observers:
             try:
                 observe(args, result)
