@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -153,6 +153,7 @@ class Tracing:
     service: str
     provider: TracerProvider | None = None
     _undo: list[Callable[[], None]] = field(default_factory=list, repr=False)
+    _engines: set[int] = field(default_factory=set, repr=False)  # id() of those traced
 
     @classmethod
     def from_env(cls, service: str, environ: Mapping[str, str] | None = None) -> Tracing:
@@ -231,17 +232,17 @@ class Tracing:
 
     def instrument_engine(self, engine: Engine) -> None:
         """Spans for the SQL on `engine` (statements with placeholders, never parameters)."""
-        if self.provider is None:
+        if self.provider is None or id(engine) in self._engines:
             return
-        from opentelemetry.instrumentation.sqlalchemy import SQLAlchemyInstrumentor
+        from opentelemetry.instrumentation.sqlalchemy.engine import EngineTracer
+        from opentelemetry.metrics import NoOpMeter
 
-        instrumentor: Any = SQLAlchemyInstrumentor()
-        if instrumentor.is_instrumented_by_opentelemetry:
-            return
-        # The package names SQLAlchemy<2.1 as what it was tested with; the engine events it
-        # listens to are unchanged in 2.1 (tests/integration/test_tracing.py reads its spans).
-        instrumentor.instrument(engine=engine, tracer_provider=self.provider, skip_dep_check=True)
-        self._undo.append(instrumentor.uninstrument)
+        # The engine's own listeners, not SQLAlchemyInstrumentor().instrument(): that also
+        # wraps create_async_engine, whose import needs greenlet, which onloop does without.
+        usage = NoOpMeter("onloop").create_up_down_counter("db.client.connections.usage")
+        EngineTracer(self.provider.get_tracer("onloop.sql"), engine, usage)
+        self._engines.add(id(engine))
+        self._undo.append(EngineTracer.remove_all_event_listeners)
 
     def shutdown(self) -> None:
         """Undo the instrumentation and send what is still buffered."""

@@ -111,7 +111,7 @@ class JobRunner:
             return self._run_queued(row, requeue)
         with self._job_span(self.tracer, row) as current:
             outcome = self._run_queued(row, requeue)
-            current.set_attribute("onloop.job.outcome", outcome)
+            current.set_attribute("onloop.job.outcome", str(outcome))
             return outcome
 
     def _job_span(self, tracer: Tracer, row: Job) -> AbstractContextManager[trace.Span]:
