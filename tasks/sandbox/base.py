@@ -11,21 +11,18 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
-from opentelemetry import trace
-from opentelemetry.util.types import AttributeValue
-
-from app.core.tracing import span
 from tasks.sandbox.disk import Unmeasurable, disk_usage, files_owner
 
 # chown_tree and TailBuffer are re-exported: the backends import them from here
 from tasks.sandbox.disk import chown_tree as chown_tree
 from tasks.sandbox.tail import TailBuffer as TailBuffer
 
+if TYPE_CHECKING:
+    from opentelemetry.util.types import AttributeValue
+
 log = logging.getLogger(__name__)
-# OpenTelemetry's global provider, a no-op unless the worker turned traces on (app.core.tracing).
-tracer = trace.get_tracer("onloop.sandbox")
 
 WORKDIR = "/workspace"
 TMP = "/tmp"  # noqa: S108 - the sandbox's own private tmpfs, not the host's
@@ -163,6 +160,14 @@ class Sandbox(abc.ABC):
             self.stop()
             return ExecResult(-1, stderr="job time limit reached", timed_out=True)
         args = argv(cmd)
+        # Imported here, not above: this package stays importable with the standard library
+        # alone (the disk watch's test measures as another uid, with no site-packages).
+        from opentelemetry import trace
+
+        from app.core.tracing import span
+
+        # OpenTelemetry's global provider: a no-op unless the worker turned traces on.
+        tracer = trace.get_tracer("onloop.sandbox")
         # argv[0] alone: the arguments and the environment may hold what a span must not.
         attributes: dict[str, AttributeValue] = {
             "onloop.sandbox.program": args[0],
