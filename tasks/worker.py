@@ -11,6 +11,7 @@ from functools import partial
 import redis
 from celery import Celery
 
+from app.core.jobevents import JobEvents
 from app.core.kinds import KINDS, Kind, Kinds
 from app.core.queues import QUEUE
 from app.core.settings import Settings
@@ -19,6 +20,7 @@ from app.core.tracing import Tracing
 from app.github.clients import GitHubApp
 from app.github.write_slots import WriteSlots
 from app.policy.org_config import OrgConfigLoader
+from app.store import joblog
 from app.store.db import Database
 from app.store.deployment import deployment_id
 from tasks.blueprints.address_review import run_address_review
@@ -105,6 +107,7 @@ class Worker:
             kinds=kinds,
             org_config=OrgConfigLoader(),
             tracer=self.tracing.tracer("onloop.jobs"),
+            events=JobEvents(settings.redis_url),
         )
 
     def workplace(self) -> Workplace:
@@ -122,7 +125,12 @@ class Worker:
             run_job=self.jobs.run,
             redeliver=partial(redeliver.sweep, self.settings, self.github, self.db),
             purge_backups=partial(backups.sweep, self.settings, self.github, self.db),
+            purge=self.purge_output,
         )
+
+    def purge_output(self) -> int:
+        """Beat's hourly task: delete job output older than ONLOOP_JOB_LOG_DAYS."""
+        return joblog.purge(self.db, self.settings.job_log_days)
 
     def watchdog(self) -> Watchdog:
         """The watchdog this worker's dispatcher runs: the database and GitHub only."""

@@ -105,6 +105,14 @@ class Settings(BaseSettings):
     # Seconds a web thread waits for a whole request (line, headers, body) before it drops it.
     web_read_timeout: float = Field(default=5.0, gt=0)
     access_log: bool = True
+    # The job pages (app/web/pages): days a job's output is kept for its page (the beat purges
+    # older), its cap in bytes per job (the oldest lines go first), and minutes a person's
+    # read access to a repository, checked with their own token, is remembered in Redis.
+    job_log_days: int = Field(default=30, ge=1)
+    job_log_max_bytes: int = Field(default=2 * 2**20, ge=4096)
+    dashboard_access_minutes: int = Field(default=5, ge=1)
+    # Hours a signed-in session lasts (kept in Redis, its id in an HttpOnly cookie).
+    session_hours: int = Field(default=12, ge=1)
 
     @field_validator("log_level", mode="before")
     @classmethod

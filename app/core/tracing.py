@@ -34,8 +34,9 @@ ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPO
 PROTOCOL_VARS = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
 # Header capture would put tokens (Authorization) and webhook signatures on spans.
 HEADER_CAPTURE_PREFIX = "OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_"
-# Requests whose URL carries a one-time code that buys a token or the App's key.
-WEB_EXCLUDED_URLS = "/oauth/,/setup"
+# Requests whose URL carries a one-time code that buys a token or the App's key, and the
+# job page's event stream (a response that lasts as long as someone watches).
+WEB_EXCLUDED_URLS = "/oauth/,/setup,/jobs/[0-9]+/events"
 _PROPAGATOR = TraceContextTextMapPropagator()
 
 

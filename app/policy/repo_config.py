@@ -34,6 +34,7 @@ ORG_ONLY = (
     "sandbox.private_indexes",
     "budgets.installation",
     "backup_days",
+    "dashboard",  # who sees every job on the pages (app/policy/dashboard.py)
 )
 
 

@@ -26,6 +26,7 @@ GIT_PUSH = "git.push"  # a push: ref, old and new sha
 BLAST_RADIUS = "blast_radius"  # the diff check before a push, and its violations
 JOB_FAILED = "job.failed"  # a job that ended failed, and why (its stored error)
 LIMIT_WAIT = "limits.wait"  # a job held back by a concurrency cap or the start bucket
+JOB_CANCEL = "job.cancel"  # a job cancelled from its page (who, and why)
 PAUSE = "pause"
 RESUME = "resume"
 

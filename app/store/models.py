@@ -215,3 +215,18 @@ class Deployment(Base):
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class JobOutput(Base):
+    """A chunk of a job's sandbox output, kept for its page (app/store/joblog.py): capped per
+    job, the oldest chunks folded into one `marker` row, purged after ONLOOP_JOB_LOG_DAYS."""
+
+    __tablename__ = "job_output"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_id: Mapped[int] = mapped_column(Integer, index=True)
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+    step: Mapped[str | None] = mapped_column(String(64), nullable=True)  # the step it ran in
+    text: Mapped[str] = mapped_column(Text)
+    size: Mapped[int] = mapped_column(Integer, default=0)  # bytes of `text`, UTF-8
+    marker: Mapped[bool] = mapped_column(default=False)  # "older output dropped" row

@@ -13,6 +13,7 @@ from app.core.tracing import Tracing
 from app.store.db import Database
 from app.web import health, oauth, setup, webhooks
 from app.web.metrics import Metrics
+from app.web.pages import jobs as pages
 from app.web.state import EXTENSION, Onloop
 
 
@@ -44,6 +45,7 @@ def create_app(
     app.register_blueprint(webhooks.bp)
     app.register_blueprint(health.bp)
     app.register_blueprint(oauth.bp)
+    pages.init_app(app)  # /jobs/<id> behind a GitHub sign-in
     setup.init_app(app, settings, code=setup_code)  # /setup: only while no App is configured
 
     @app.errorhandler(HTTPException)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 import secrets
 from html import escape
 from urllib.parse import urlencode
 
+import redis
 import requests
 from flask import Blueprint, Response, current_app, redirect, request
 from sqlalchemy import and_, or_, select, update
@@ -16,10 +18,19 @@ from app.core.publicurl import oauth_callback_url
 from app.github.user_tokens import OAuthError, exchange_code, fetch_user, store
 from app.store.db import Database
 from app.store.models import Job, JobState, Outbox
+from app.web.pages.state import pages_of
 from app.web.state import Onloop, onloop
 
 bp = Blueprint("oauth", __name__)
 COOKIE = "onloop_oauth"
+# Where a sign-in may send the browser back to: one of onloop's own pages, never another site
+# (`//host` and `/\\host` are other sites to a browser).
+_NEXT = re.compile(r"^/(?:jobs|insights|campaigns)(?:/[A-Za-z0-9_.-]+)*/?$")
+
+
+def safe_next(value: object) -> str | None:
+    """`value` when it is a path of onloop's pages to come back to after signing in."""
+    return value if isinstance(value, str) and _NEXT.match(value) else None
 
 
 def _page(status: int, title: str, text: str) -> Response:
@@ -54,7 +65,8 @@ def login() -> BaseResponse:
     if not _configured(state):
         return _page(503, "Not configured", NOT_CONFIGURED)
     nonce = secrets.token_urlsafe(16)
-    signed = _signer(state).sign({"n": nonce})
+    back = safe_next(request.args.get("next"))
+    signed = _signer(state).sign({"n": nonce, **({"next": back} if back else {})})
     query = urlencode(
         {
             "client_id": state.settings.client_id,
@@ -77,7 +89,7 @@ def login() -> BaseResponse:
 
 
 @bp.get("/oauth/callback")
-def callback() -> Response:
+def callback() -> BaseResponse:
     state = onloop(current_app)
     if not _configured(state):
         return _page(503, "Not configured", NOT_CONFIGURED)
@@ -103,15 +115,32 @@ def callback() -> Response:
     store(state.db, TokenBox(state.settings.secret_key.get_secret_value()), user_id, login, pair)
     resumed = resume_jobs(state, user_id, login)
     state.log.info("user authorised", login=login, resumed=resumed)
-    response = _page(
-        200,
-        "onloop is authorised",
-        f"Thanks @{escape(login)}: onloop can now act in your name."
-        + (f" {len(resumed)} waiting job(s) resumed." if resumed else "")
-        + " You can close this page.",
+    back = safe_next(data.get("next"))
+    response: BaseResponse = (
+        redirect(back)
+        if back
+        else _page(
+            200,
+            "onloop is authorised",
+            f"Thanks @{escape(login)}: onloop can now act in your name."
+            + (f" {len(resumed)} waiting job(s) resumed." if resumed else "")
+            + " You can close this page.",
+        )
     )
+    _start_session(state, response, user_id, login)
     response.delete_cookie(COOKIE, path="/oauth")
     return response
+
+
+def _start_session(state: Onloop, response: BaseResponse, user_id: int, login: str) -> None:
+    """Signed in on onloop's pages too (their session cookie), when the pages are served."""
+    pages = pages_of(current_app)
+    if pages is None:
+        return
+    try:
+        pages.sessions.set_cookie(response, pages.sessions.create(user_id, login))
+    except redis.RedisError as exc:
+        state.log.warning("page session not started", error=type(exc).__name__)
 
 
 def resume_jobs(state: Onloop, user_id: int, login: str) -> list[int]:

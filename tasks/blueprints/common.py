@@ -26,6 +26,7 @@ from tasks.blueprints.targets import Target
 from tasks.git.guard import check_diff
 from tasks.runner.context import Cancelled, JobContext, JobFailed, WaitForAuthorization
 from tasks.runner.notices import ask_to_authorize, notice
+from tasks.runner.output import OutputLog
 from tasks.runner.people import NeedsAuthorization, user_token
 from tasks.runner.repo_settings import LoadedConfig
 from tasks.sandbox.base import ExecResult, Sandbox, SandboxError
@@ -148,6 +149,16 @@ class Work:
             ):
                 boxes.append(js.sandbox)
                 js.sandbox.observers.append(self._audit_command)
+                output = OutputLog(
+                    self.ctx.db,
+                    self.ctx.events,
+                    self.ctx.job.id,
+                    self.ctx.settings.job_log_max_bytes,
+                    step=lambda: self.ctx.current_step,
+                )
+                js.sandbox.starting.append(output.command)
+                js.sandbox.streams.append(output.add)
+                js.sandbox.observers.append(lambda _argv, result: output.ended(result.exit_code))
                 proposed = False
                 if js.setup is not None and gateway is not None and not untrusted:
                     proposed = refusals.record(self.ctx, self.loaded.text, js.refused)

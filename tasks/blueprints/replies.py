@@ -6,15 +6,15 @@ import re
 from typing import Any
 
 from github.Repository import Repository
-from sqlalchemy import select, update
+from sqlalchemy import select
 
 from app.core.kinds import command_of, sandboxed
 from app.core.markdown import inline_code, plain
 from app.github.comments import upsert_comment
 from app.intake.commands import CommandParams
 from app.policy.repo_config import ALLOWED_COMMANDS
-from app.store.db import rowcount
-from app.store.models import LIVE_STATES, Job, JobState, utcnow
+from app.store.cancel import cancel_live
+from app.store.models import LIVE_STATES, Job, JobState
 from tasks.blueprints import gate
 from tasks.blueprints.common import installation_repo
 from tasks.feedback import listeners as feedback
@@ -205,18 +205,7 @@ def _cancel(ctx: JobContext, jobs: list[Job], reason: str) -> list[Job]:
     """Cancel those of `jobs` still live; the ones this call cancelled."""
     cancelled: list[Job] = []
     for job in jobs:
-        with ctx.db.transaction() as s:
-            done = s.execute(
-                update(Job)
-                .where(Job.id == job.id, Job.state.in_(LIVE_STATES))
-                .values(
-                    state=JobState.CANCELLED,
-                    live_key=None,
-                    finished_at=utcnow(),
-                    result={"reason": reason},
-                )
-            )
-        if rowcount(done):
+        if cancel_live(ctx.db, job.id, reason):
             cancelled.append(job)
     for job in cancelled:
         if job.state != JobState.RUNNING:

@@ -101,8 +101,15 @@ class StatusComment:
                     return
                 issue = self.access.repo().get_issue(self.ctx.job.number)
                 self.comment = issue.create_comment(text)
+                self._keep_url()
                 return
+            self._keep_url()
         self.comment.edit(text)  # a notice may have changed it meanwhile: always write
+
+    def _keep_url(self) -> None:
+        """Kept on the job's result: its page links to the comment."""
+        if self.comment is not None:
+            self.ctx.recorded["status_comment"] = self.comment.html_url
 
 
 class CheckRunListener:

@@ -13,7 +13,7 @@ from celery import Celery
 from celery.exceptions import Reject
 from celery.worker import state as worker_state
 
-from app.core.queues import PURGE_BACKUPS, QUEUE, REDELIVER_MISSED, RUN_JOB
+from app.core.queues import PURGE_BACKUPS, PURGE_JOB_OUTPUT, QUEUE, REDELIVER_MISSED, RUN_JOB
 from app.core.settings import Settings
 from tasks.queue.outage import Outage
 from tasks.runner.run import JobUnread
@@ -25,6 +25,7 @@ RunJob = Callable[[int, Requeue], str]  # (job id, ask again in N seconds) -> ou
 # so a job runs within PAUSE_MAX of the database coming back.
 PAUSE_FIRST, PAUSE_MAX = 0.5, 2.0
 PURGE_INTERVAL = 6 * 3600.0  # seconds between purges of expired rebase backup refs
+PURGE_SECONDS = 3600.0  # how often beat purges job output older than ONLOOP_JOB_LOG_DAYS
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:
@@ -49,6 +50,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
                 "schedule": float(settings.redeliver_interval),
             },
             "purge-backups": {"task": PURGE_BACKUPS, "schedule": PURGE_INTERVAL},
+            "purge-job-output": {"task": PURGE_JOB_OUTPUT, "schedule": PURGE_SECONDS},
         },
     }
 
@@ -58,6 +60,7 @@ def create_celery(
     run_job: RunJob | None = None,
     redeliver: Callable[[], list[str]] | None = None,
     purge_backups: Callable[[], list[str]] | None = None,
+    purge: Callable[[], int] | None = None,
 ) -> Celery:
     """A Celery app for `settings`. The worker passes what its tasks run; a sender (the
     dispatcher's tests, beat) needs only the names."""
@@ -75,11 +78,18 @@ def create_celery(
             return sweep()
 
     if purge_backups is not None:
-        purge = purge_backups
+        purge_refs = purge_backups
 
         @celery.task(name=PURGE_BACKUPS, ignore_result=True)
         def _purge_backups() -> list[str]:
-            return purge()
+            return purge_refs()
+
+    if purge is not None:
+        purge_output = purge
+
+        @celery.task(name=PURGE_JOB_OUTPUT, ignore_result=True)
+        def _purge_job_output() -> int:
+            return purge_output()
 
     return celery
 

@@ -15,6 +15,7 @@ from opentelemetry.trace import Tracer
 from opentelemetry.util.types import AttributeValue
 from sqlalchemy import select
 
+from app.core.jobevents import JobEvent, JobEvents
 from app.core.kinds import KINDS, Kinds
 from app.core.settings import Settings
 from app.core.telemetry import Telemetry
@@ -86,6 +87,8 @@ class JobContext:
     owner: str | None = None
     # The worker's tracer while traces are on (app.core.tracing): a span for each step.
     tracer: Tracer | None = None
+    # The worker's publisher of job events (the job page's live updates); a no-op without Redis.
+    events: JobEvents = field(default_factory=lambda: JobEvents(None))
 
     @property
     def workplace(self) -> Workplace:
@@ -109,6 +112,12 @@ class JobContext:
         """Set on the stored command when the job waited too long for an authorisation
         (tasks.runner.lease.expire_waiting): it runs once more only to say so."""
         return bool((self.job.params or {}).get("authorization_expired"))
+
+    @property
+    def current_step(self) -> str | None:
+        """The name of the step running now (the innermost), None between steps."""
+        running = [step for step in self.steps if step.state == StepState.RUNNING]
+        return running[-1].name if running else None
 
     def check_cancelled(self) -> None:
         """Raise Cancelled when the job is no longer wanted."""
@@ -183,6 +192,7 @@ class JobContext:
             row = s.get(Job, self.job.id)
             if row is not None:
                 row.steps = [step.to_json() for step in self.steps]
+        self.events.publish(self.job.id, JobEvent.STEPS)
         self.tell("steps_changed")
 
     def tell(self, event: str, *args: Any) -> None:

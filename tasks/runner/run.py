@@ -19,6 +19,7 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
+from app.core.jobevents import JobEvent, JobEvents
 from app.core.kinds import KINDS, Kinds
 from app.core.logs import get_logger
 from app.core.settings import Settings
@@ -95,6 +96,7 @@ class JobRunner:
     org_config: OrgConfigLoader = field(default_factory=OrgConfigLoader)
     # The worker's tracer while traces are on (app.core.tracing); None: no span work.
     tracer: Tracer | None = field(default=None, kw_only=True)
+    events: JobEvents = field(default_factory=lambda: JobEvents(None))
 
     def run(self, job_id: int, requeue: Requeue | None = None) -> str:
         """Run job `job_id` once; a job already taken or finished is left alone (idempotent).
@@ -200,7 +202,10 @@ class JobRunner:
         # Every line of the run carries these, from any logger and from the threads it starts
         # (with a copy of this context); they are unbound when it ends.
         with structlog.contextvars.bound_contextvars(job_id=job_id, repo=job.repo, kind=job.kind):
-            return self._run_owned(job, guid, owner)
+            try:
+                return self._run_owned(job, guid, owner)
+            finally:  # its page shows the outcome (or that it changed hands) now
+                self.events.publish(job_id, JobEvent.STATE)
 
     def _run_owned(self, job: Job, guid: str | None, owner: str) -> str:
         """Run the claimed job under its lease and record the outcome."""
@@ -231,6 +236,7 @@ class JobRunner:
                 once=self.once,
                 owner=owner,
                 tracer=self.tracer,
+                events=self.events,
             )
             ctx.head_sha = job.head_sha
             # Without an App nothing can reach GitHub: no status comment or check run to try.
@@ -289,6 +295,7 @@ class JobRunner:
             org_config=self.org_config,
             kinds=self.kinds,
             once=self.once,
+            events=self.events,
         )
 
     def _measure(self, job: Job, state: str) -> None:

@@ -131,6 +131,9 @@ class Sandbox(abc.ABC):
         self.overflow = False  # stopped by the disk watch
         # Told of every command and its result (the audit log); never of the environment.
         self.observers: list[Callable[[list[str], ExecResult], None]] = []
+        # Told of a command before it runs and of its output as it comes (the job page).
+        self.starting: list[Callable[[list[str]], None]] = []
+        self.streams: list[Callable[[str, bytes], None]] = []  # (stdout | stderr, chunk)
         self._halt = threading.Event()  # set by `stop`: ends the disk watch
         self._disk_watch: threading.Thread | None = None
 
@@ -160,6 +163,11 @@ class Sandbox(abc.ABC):
             self.stop()
             return ExecResult(-1, stderr="job time limit reached", timed_out=True)
         args = argv(cmd)
+        for begin in self.starting:
+            try:
+                begin(args)
+            except Exception:
+                log.warning("sandbox exec observer failed", exc_info=True)
         # Imported here, not above: this package stays importable with the standard library
         # alone (the disk watch's test measures as another uid, with no site-packages).
         from opentelemetry import trace
@@ -190,6 +198,12 @@ class Sandbox(abc.ABC):
         if self.overflow:
             self._overflowed()
         return result
+
+    def stream(self, name: str, data: bytes) -> None:
+        """A chunk of a running command's output on stream `name` (stdout, stderr), for
+        `streams` (the backends' buffers call it)."""
+        for listener in self.streams:
+            listener(name, data)
 
     def _overflowed(self) -> None:
         """DiskLimitExceeded, once the watch has finished stopping the sandbox."""

@@ -8,6 +8,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +91,8 @@ class DockerSandbox(Sandbox):
     ) -> ExecResult:
         api = self.client.api
         begun = time.monotonic()
-        out, err = TailBuffer(self.limits.output_bytes), TailBuffer(self.limits.output_bytes)
+        out = TailBuffer(self.limits.output_bytes, partial(self.stream, "stdout"))
+        err = TailBuffer(self.limits.output_bytes, partial(self.stream, "stderr"))
         try:
             exec_id = api.exec_create(
                 self.container_id, args, environment=env, workdir=workdir, user=self.user

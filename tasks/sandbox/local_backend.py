@@ -10,6 +10,7 @@ import signal
 import subprocess
 import threading
 import time
+from functools import partial
 from pathlib import Path
 
 from tasks.sandbox.base import (
@@ -155,7 +156,8 @@ class LocalSandbox(Sandbox):
         self, args: list[str], timeout: float, env: dict[str, str], workdir: str
     ) -> ExecResult:
         begun = time.monotonic()
-        out, err = TailBuffer(self.limits.output_bytes), TailBuffer(self.limits.output_bytes)
+        out = TailBuffer(self.limits.output_bytes, partial(self.stream, "stdout"))
+        err = TailBuffer(self.limits.output_bytes, partial(self.stream, "stderr"))
         with self._lock:
             if self.stopped:
                 raise SandboxError(f"sandbox for job {self.job_id} is stopped")

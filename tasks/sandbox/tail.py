@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import IO
 
 
 class TailBuffer:
     """Collects a stream, keeping at most `limit` bytes (the end: that is where errors are)."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, listener: Callable[[bytes], None] | None = None) -> None:
         self.limit = limit
+        self.listener = listener  # told of every chunk as it comes (the job page's live log)
         self.chunks: list[bytes] = []
         self.size = 0
         self.truncated = False
@@ -18,6 +20,11 @@ class TailBuffer:
 
     def add(self, data: bytes) -> None:
         """Append a chunk, dropping the oldest bytes past the limit."""
+        if self.listener is not None:
+            try:
+                self.listener(data)
+            except Exception:  # noqa: S110 - the live log must never fail a command
+                pass
         with self.lock:
             self.chunks.append(data)
             self.size += len(data)

@@ -60,3 +60,20 @@ def authorization_revoked(double: GitHubDouble, login: str) -> dict[str, Any]:
             "site_admin": False,
         },
     }
+
+
+def open_signed_in(client: Any, double: GitHubDouble, login: str, path: str) -> Any:
+    """GET `path` on onloop's pages without a session: sent to sign in, through the double's
+    authorize page as `login`, and back to `path`; the last answer (the page itself)."""
+    first = client.get(path)
+    assert first.status_code == 302, first.get_data(as_text=True)
+    assert first.headers["Location"] == f"/oauth/login?next={path}"
+    start = client.get(first.headers["Location"])
+    assert start.status_code == 302, start.get_data(as_text=True)
+    double.oauth.user = login
+    page = requests.get(start.headers["Location"], allow_redirects=False, timeout=10)
+    assert page.status_code == 302, page.text
+    back = client.get(page.headers["Location"])
+    assert back.status_code == 302, back.get_data(as_text=True)
+    assert back.headers["Location"] == path
+    return client.get(path)

@@ -38,6 +38,7 @@ TABLES = (
     "user_accounts",
     "pauses",
     "audit_log",
+    "job_output",
 )
 
 
