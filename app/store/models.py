@@ -127,7 +127,10 @@ class Job(Base):
     # worker's job span is its child, so one trace holds both (app.core.tracing).
     traceparent: Mapped[str | None] = mapped_column(String(55))
     lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    # Indexed for /jobs: newest first, and its since/until filters (migration 0010).
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), default=utcnow, index=True
+    )
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # What the job spent, for the daily budgets (app/policy/budgets.py).

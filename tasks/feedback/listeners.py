@@ -52,7 +52,7 @@ class StatusComment:
         if not self.started and not progress.work_started(ctx.steps):
             return
         self.started = True
-        self.throttle.update(progress.running_text(ctx.job, ctx.steps, ctx.plan))
+        self.throttle.update(progress.running_text(ctx.job, ctx.steps, ctx.plan, page_url(ctx)))
 
     def finished(self, ctx: JobContext, state: str, result: dict[str, Any]) -> None:
         result = _with_reason(ctx, state, result)
@@ -66,7 +66,7 @@ class StatusComment:
                 return  # its notice has said what happened
             self.started = True
         text = progress.final_text(
-            ctx.job, ctx.steps, state, result, self.extra_links, authorize_url(ctx)
+            ctx.job, ctx.steps, state, result, self.extra_links, authorize_url(ctx), page_url(ctx)
         )
         self.throttle.close(text)
 
@@ -141,7 +141,7 @@ class CheckRunListener:
         output = self._output(
             ctx,
             f"Running {progress.position(ctx.steps, ctx.plan)}".replace("**", ""),
-            progress.running_text(ctx.job, ctx.steps, ctx.plan),
+            progress.running_text(ctx.job, ctx.steps, ctx.plan, page_url(ctx)),
         )
         if self.run is None:
             with self.access.lock:
@@ -159,7 +159,7 @@ class CheckRunListener:
         }
         title = titles.get(state, f"Failed: {str(result.get('error') or '')[:150]}")
         summary = progress.final_text(
-            ctx.job, ctx.steps, state, result, self._links(), authorize_url(ctx)
+            ctx.job, ctx.steps, state, result, self._links(), authorize_url(ctx), page_url(ctx)
         )
         output = self._output(ctx, title, summary)
         with self.access.lock:
@@ -171,15 +171,12 @@ class CheckRunListener:
                 status="completed",
                 conclusion=progress.conclusion(state, result),
                 completed_at=datetime.now(UTC),
-                details_url=self.status.url or self._pr_url(),
+                details_url=page_url(ctx),
                 output=output,
             )
 
     def _links(self) -> dict[str, str | None]:
         return {"status": self.status.url}
-
-    def _pr_url(self) -> str:
-        return f"{self.access.repo().html_url}/pull/{self.ctx.job.number}"
 
     def _open(self, output: dict[str, str]) -> None:
         """Take up this job's open check run (a job run again, or settled from outside its
@@ -208,7 +205,7 @@ class CheckRunListener:
                 status="in_progress",
                 started_at=datetime.now(UTC),
                 external_id=str(self.ctx.job.id),
-                details_url=self.status.url or self._pr_url(),
+                details_url=page_url(self.ctx),
                 output=dict(output),
             )
         if self.run is not None:
@@ -242,6 +239,13 @@ def _check_runs(repo: Repository, sha: str, name: str) -> PaginatedList[CheckRun
 
 def authorize_url(ctx: JobContext) -> str:
     return ctx.settings.public_url.rstrip("/") + "/oauth/login"
+
+
+def page_url(ctx: JobContext) -> str:
+    """The job's page on onloop (GET /jobs/<id>): the status comment links to it, and the
+    check run's `details_url` is it, GitHub's "Details" link
+    (https://docs.github.com/en/rest/checks/runs#create-a-check-run)."""
+    return ctx.settings.public_url.rstrip("/") + f"/jobs/{ctx.job.id}"
 
 
 def _with_reason(ctx: JobContext, state: str, result: dict[str, Any]) -> dict[str, Any]:
@@ -283,7 +287,7 @@ def queued(ctx: JobContext, reason: str, position: int | None) -> None:
         if job.kind in sandboxed(ctx.kinds) and job.number is not None:
             status = StatusComment(ctx, access)
             status.started = True
-            status.throttle.close(progress.queued_text(job, reason, position))
+            status.throttle.close(progress.queued_text(job, reason, position, page_url(ctx)))
     except Exception:
         log.warning("could not tell that job %s is queued", job.id, exc_info=True)
 

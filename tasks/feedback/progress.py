@@ -39,6 +39,11 @@ def who(job: Job) -> str:
     return f"@{job.requested_by}"
 
 
+def job_ref(job: Job, page: str = "") -> str:
+    """ "job #12", linked to the job's page on onloop when its address is known."""
+    return f"[job #{job.id}]({page})" if page else f"job #{job.id}"
+
+
 def work_started(steps: Sequence[StepRecord]) -> bool:
     """Past policy and authorisation: the person may act and onloop acts for them."""
     for step in steps:
@@ -82,11 +87,11 @@ def links(result: Mapping[str, Any], extra: Mapping[str, str | None]) -> str:
     return "".join(f" · [{name}]({url})" for name, url in found.items() if isinstance(url, str))
 
 
-def running_text(job: Job, steps: Sequence[StepRecord], plan: Sequence[str]) -> str:
+def running_text(job: Job, steps: Sequence[StepRecord], plan: Sequence[str], page: str = "") -> str:
     return "\n".join(
         [
             f"{ICONS['running']} **Working** on {command_of(job.kind)} from {who(job)} "
-            f"(job #{job.id}), {position(steps, plan)}",
+            f"({job_ref(job, page)}), {position(steps, plan)}",
             "",
             *step_lines(steps, plan),
             "",
@@ -96,12 +101,13 @@ def running_text(job: Job, steps: Sequence[StepRecord], plan: Sequence[str]) -> 
     )
 
 
-def queued_text(job: Job, reason: str, position: int | None) -> str:
+def queued_text(job: Job, reason: str, position: int | None, page: str = "") -> str:
     """A job held back before it starts (the caps on running jobs)."""
     place = f"; it is number {position} in line" if position else ""
     return (
-        f"🕐 **Queued**: {command_of(job.kind)} from {who(job)} (job #{job.id}) waits for a free "
-        f"slot ({reason}){place}. It starts by itself; `/agent cancel` takes it off the queue."
+        f"🕐 **Queued**: {command_of(job.kind)} from {who(job)} ({job_ref(job, page)}) waits "
+        f"for a free slot ({reason}){place}. It starts by itself; `/agent cancel` takes it off "
+        "the queue."
     )
 
 
@@ -142,10 +148,11 @@ def final_text(
     result: Mapping[str, Any],
     extra_links: Mapping[str, str | None],
     authorize_url: str = "",
+    page: str = "",
 ) -> str:
     """The last word of a job: its outcome, links, what to do next, folded details; then,
     when setup was refused hosts, what would allow them (app/policy/egress_proposal.py)."""
-    text = _final_text(job, steps, state, result, extra_links, authorize_url)
+    text = _final_text(job, steps, state, result, extra_links, authorize_url, page)
     proposal = result.get("egress_proposal")
     said = egress_proposal.render(proposal) if isinstance(proposal, Mapping) else ""
     return f"{text}\n\n{said}" if said else text
@@ -158,8 +165,9 @@ def _final_text(
     result: Mapping[str, Any],
     extra_links: Mapping[str, str | None],
     authorize_url: str = "",
+    page: str = "",
 ) -> str:
-    ran = f"{command_of(job.kind)} from {who(job)} (job #{job.id})"
+    ran = f"{command_of(job.kind)} from {who(job)} ({job_ref(job, page)})"
     more = links(result, extra_links)
     total = sum(s.duration or 0.0 for s in steps)
     folded = fold(f"{len(steps)} steps · {total:.1f} s", "\n".join(step_lines(steps)))

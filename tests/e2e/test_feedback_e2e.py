@@ -64,7 +64,13 @@ def test_a_job_has_eyes_one_status_comment_edited_in_place_and_a_check_run(world
     assert run.name == "onloop/review_pr" and run.external_id == str(job_id)
     assert run.history[0][0] == "in_progress" and run.history[-1][:2] == ("completed", "neutral")
     assert all(status == "in_progress" for status, _, _ in run.history[:-1])
-    assert run.details_url and run.details_url.endswith(f"#issuecomment-{status.id}")
+    # the status comment and the check run both lead to the job's page on onloop
+    page = f"{world.settings.public_url.rstrip('/')}/jobs/{job_id}"
+    assert f"([job #{job_id}]({page}))" in status.body
+    assert any(f"([job #{job_id}]({page}))" in body for body in edits if "**Working**" in body)
+    assert run.details_url == page and page in str(run.output.get("summary"))
+    (created,) = world.double.calls("POST", f"/repos/{REPO}/check-runs")
+    assert created.json["details_url"] == page  # from its first write on, not only at the end
 
 
 def test_status_shows_the_steps_and_cancel_stops_the_running_sandbox(world: World) -> None:

@@ -47,6 +47,8 @@ def test_a_queued_job_reacts_and_says_where_it_waits(
     (status,) = [c for c in double.comments(REPO, number) if c.user == bot]
     assert "<!-- onloop:job-41-status -->" in status.body and "**Queued**" in status.body
     assert "number 2 in line" in status.body and "`/agent cancel`" in status.body
+    page = f"{github.settings.public_url.rstrip('/')}/jobs/41"
+    assert f"([job #41]({page}))" in status.body  # the job's page on onloop
 
     feedback.queued(ctx, "3 jobs already run in octo/widgets", 1)
     assert [(r.content, r.user) for r in asked.reactions] == [("eyes", bot)]  # not twice

@@ -4,7 +4,17 @@ repository (app/web/pages/access.py); anyone else gets the same 404 as for no su
 from __future__ import annotations
 
 import redis
-from flask import Blueprint, Flask, Response, abort, current_app, redirect, render_template, request
+from flask import (
+    Blueprint,
+    Flask,
+    Response,
+    abort,
+    current_app,
+    g,
+    redirect,
+    render_template,
+    request,
+)
 from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Response as BaseResponse
 
@@ -33,12 +43,13 @@ CSP = (
 
 def init_app(app: Flask) -> None:
     """Register the pages on `app` (after app.web.state's Onloop is in place)."""
-    from app.web.pages import live  # its routes use this module's helpers
+    from app.web.pages import joblist, live  # their routes use this module's helpers
 
     state = onloop(app)
     app.extensions[EXTENSION] = build(state.settings, state.db, state.metrics.writer)
     app.register_blueprint(bp)
     app.register_blueprint(live.bp)
+    app.register_blueprint(joblist.bp)
 
 
 def pages_or_503() -> Pages:
@@ -51,9 +62,11 @@ def pages_or_503() -> Pages:
 def signed_in(pages: Pages) -> Session | None:
     """The session the request's cookie names, if it is still valid."""
     try:
-        return pages.sessions.load(request.cookies.get(COOKIE))
+        session = pages.sessions.load(request.cookies.get(COOKIE))
     except redis.RedisError:
         abort(503, "Sign-in sessions are unavailable (Redis does not answer).")
+    g.pages_session = session  # for the header (app/web/pages/joblist.py)
+    return session
 
 
 def to_sign_in(back: str | None = None) -> BaseResponse:
@@ -70,6 +83,7 @@ def visible_job(pages: Pages, session: Session, job_id: int) -> Job:
             s.expunge(job)
     if job is None or pages.access.of(session, job.repo) == Access.NONE:
         abort(404, "No such job.")
+    g.pages_repos = [job.repo]  # the header shows its installation
     return job
 
 
@@ -88,7 +102,7 @@ def job(job_id: int) -> BaseResponse | str:
 
 @bp.after_app_request
 def _headers(response: Response) -> Response:
-    if request.blueprint in ("pages", "pages_live") or request.path.startswith(
+    if request.blueprint in ("pages", "pages_live", "pages_list") or request.path.startswith(
         ("/jobs", "/pages/")
     ):
         response.headers["Content-Security-Policy"] = CSP
