@@ -97,6 +97,8 @@ def github() -> Response:
         if result is not None:
             span.set_attribute("onloop.delivery.outcome", str(result.outcome)[:200])
             span.set_attribute("onloop.job_ids", result.job_ids)
+            if result.joined:  # jobs already live: they stay in the first delivery's trace
+                span.set_attribute("onloop.job_ids.joined", result.joined)
         return response
 
 
