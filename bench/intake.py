@@ -55,6 +55,8 @@ def bodies(n: int) -> list[bytes]:
     base["installation"] = {"id": 1}
     out = []
     base["comment"]["body"] = "/agent help"
+    # A fresh comment: one older than ONLOOP_MAX_EVENT_AGE starts no work (answered 204).
+    base["comment"]["created_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     for i in range(n):  # a new comment each: every delivery creates its job
         base["comment"]["id"] = 10_000 + i
         out.append(json.dumps(base).encode())
