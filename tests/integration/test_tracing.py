@@ -1,4 +1,4 @@
-"""Traces read back with the SDK's in-memory exporter: one trace holds a signed delivery and
+"""Traces read back with the SDK's in-memory span_exporter: one trace holds a signed delivery and
 the whole job it caused (steps, sandbox commands, git, GitHub calls), and no span carries a
 token, a URL's credentials, a command's arguments or a header."""
 
@@ -10,7 +10,6 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,30 +38,6 @@ REPO = "octo/widgets"
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="session")
-def exporter() -> InMemorySpanExporter:
-    """One provider for the session (OpenTelemetry lets a process set its global provider
-    once), recording into memory, unbatched."""
-    found = InMemorySpanExporter()
-    Tracing.with_exporter("onloop-test", found, batch=False)
-    return found
-
-
-@pytest.fixture
-def tracing(exporter: InMemorySpanExporter) -> Iterator[Tracing]:
-    """Traces on, for the app and the worker a test builds; instrumentation undone after."""
-    from opentelemetry import trace
-    from opentelemetry.sdk.trace import TracerProvider
-
-    provider = trace.get_tracer_provider()
-    assert isinstance(provider, TracerProvider)
-    exporter.clear()
-    traces = Tracing("onloop-test", provider)
-    yield traces
-    traces.shutdown()
-    exporter.clear()
-
-
 def authorize(db: Database, double: GitHubDouble, login: str) -> str:
     token = double.issue_user_token(login)
     user = double.user(login)
@@ -84,7 +59,7 @@ def test_one_trace_holds_the_delivery_and_the_whole_job(
     database_url: str,
     tmp_path: Path,
     tracing: Tracing,
-    exporter: InMemorySpanExporter,
+    span_exporter: InMemorySpanExporter,
 ) -> None:
     redis = RedisServer(tmp_path).start()
     settings = settings_for(
@@ -121,7 +96,7 @@ def test_one_trace_holds_the_delivery_and_the_whole_job(
         worker.close()
         redis.stop()
 
-    spans = exporter.get_finished_spans()
+    spans = span_exporter.get_finished_spans()
     (delivery,) = [s for s in spans if s.name == "webhook.delivery"]
     assert delivery.context is not None and delivery.attributes is not None
     assert delivery.attributes["onloop.github.event"] == "issue_comment"
@@ -186,7 +161,7 @@ def test_a_job_without_a_stored_traceparent_is_a_trace_of_its_own(
     db: Database,
     tmp_path: Path,
     tracing: Tracing,
-    exporter: InMemorySpanExporter,
+    span_exporter: InMemorySpanExporter,
 ) -> None:
     """A job recorded while traces were off (no traceparent) still gets its spans, as a
     trace of its own, with its steps in it."""
@@ -202,12 +177,12 @@ def test_a_job_without_a_stored_traceparent_is_a_trace_of_its_own(
     with db.read() as s:
         row = s.get(Job, job_id)
         assert row is not None and row.traceparent is None
-    assert not [s for s in exporter.get_finished_spans() if s.name == "webhook.delivery"]
+    assert not [s for s in span_exporter.get_finished_spans() if s.name == "webhook.delivery"]
     worker = Worker(settings, db=db, tracing=tracing, listeners=lambda ctx: [])
     assert worker.jobs.run(job_id) == JobState.SUCCEEDED
-    (job,) = [s for s in exporter.get_finished_spans() if s.name == "job"]
+    (job,) = [s for s in span_exporter.get_finished_spans() if s.name == "job"]
     assert job.parent is None
-    kids: list[Any] = [s for s in exporter.get_finished_spans() if s.parent is not None]
+    kids: list[Any] = [s for s in span_exporter.get_finished_spans() if s.parent is not None]
     assert any(s.parent.span_id == job.context.span_id for s in kids)
 
 
@@ -217,7 +192,7 @@ def test_the_context_rides_the_outbox_row_and_the_celery_message(
     db: Database,
     tmp_path: Path,
     tracing: Tracing,
-    exporter: InMemorySpanExporter,
+    span_exporter: InMemorySpanExporter,
 ) -> None:
     """Dispatcher → Redis → a Celery worker (in this process, so its spans are readable):
     the message carries the job id alone, its headers the delivery's trace, and the job's
@@ -244,7 +219,9 @@ def test_the_context_rides_the_outbox_row_and_the_celery_message(
         (raw,) = redis.Redis.from_url(redis_server.url).lrange(QUEUE, 0, -1)
         message = json.loads(raw)
         assert json.loads(base64.b64decode(message["body"]))[0] == [job_id]  # the id alone
-        (delivery,) = [s for s in exporter.get_finished_spans() if s.name == "webhook.delivery"]
+        (delivery,) = [
+            s for s in span_exporter.get_finished_spans() if s.name == "webhook.delivery"
+        ]
         trace_id = f"{delivery.context.trace_id:032x}"
         assert message["headers"]["traceparent"].split("-")[1] == trace_id
 
@@ -254,7 +231,7 @@ def test_the_context_rides_the_outbox_row_and_the_celery_message(
         redis_server.stop()
     assert state_of(db, job_id) == JobState.SUCCEEDED
 
-    spans = exporter.get_finished_spans()
+    spans = span_exporter.get_finished_spans()
     by_id = {s.context.span_id: s for s in spans}
     (job,) = [s for s in spans if s.name == "job"]
     assert f"{job.context.trace_id:032x}" == trace_id
@@ -291,7 +268,7 @@ migrate.upgrade(settings.database_url)
 app = create_app(settings)
 worker = Worker(settings)
 loaded = sorted(m for m in sys.modules if m.startswith(("opentelemetry.sdk.trace",
-                "opentelemetry.instrumentation", "opentelemetry.exporter")))
+                "opentelemetry.instrumentation", "opentelemetry.span_exporter")))
 print("provider", type(trace.get_tracer_provider()).__name__)
 print("loaded", loaded)
 print("wrapped", hasattr(requests.Session.send, "__wrapped__"),
