@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -190,13 +191,46 @@ class DevWeb:
     def stop(self) -> None:
         with self._lock:
             self._stopping.set()
-            if self.proc.poll() is None:
-                self.proc.terminate()
-        self.proc.wait(timeout=10)
+        stop_process(self.proc)
+
+
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL when it has not exited within ten seconds."""
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+_KEPT_SIGTERM = threading.Event()
+
+
+def _exit_on_sigterm(signum: int, _frame: object) -> None:
+    """SIGTERM before the worker starts: exit through run_dev's `finally`, which stops the
+    Redis and the web dev started (Python's default would end dev alone, at once). Kept too:
+    a SystemExit raised in a garbage collector's callback is printed and lost."""
+    _KEPT_SIGTERM.set()
+    raise SystemExit(128 + signum)
+
+
+def _keep_sigterm(_signum: int, _frame: object) -> None:
+    """SIGTERM while Celery starts, before its own handler is in: a SystemExit there is lost
+    (Celery goes on), so keep the signal for when the worker is ready."""
+    _KEPT_SIGTERM.set()
+
+
+def _pass_kept_sigterm(**_: object) -> None:
+    """The worker is ready (Celery's warm-shutdown handler is in): a kept SIGTERM stops it."""
+    if _KEPT_SIGTERM.is_set():
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def run_dev(bind: str) -> None:
     check_port(bind)
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     generated = dev_secrets()
     os.environ.update(generated)
     public_url = dev_public_url(bind)
@@ -229,15 +263,23 @@ def run_dev(bind: str) -> None:
         web.watch()  # killed or crashed from now on, it starts again
         click.echo(f"onloop dev: web ready on {bind}; it starts again if it exits")
         # loaded by this command only: the worker and Celery, `onloop --help` stays fast
+        from celery.signals import worker_ready
+
         from tasks.worker import run_worker
 
+        worker_ready.connect(_pass_kept_sigterm, weak=False)
+        signal.signal(signal.SIGTERM, _keep_sigterm)
+        if _KEPT_SIGTERM.is_set():  # one came, and its SystemExit was lost
+            raise SystemExit(128 + signal.SIGTERM)
         run_worker(settings, concurrency=2, beat=True)
     finally:
-        if web is not None:
-            web.stop()
-        if redis_proc is not None:
-            redis_proc.terminate()
-            redis_proc.wait(timeout=10)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut this short
+        try:
+            if web is not None:
+                web.stop()
+        finally:
+            if redis_proc is not None:
+                stop_process(redis_proc)
 
 
 def _say_missing(settings: Settings) -> None:

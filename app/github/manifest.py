@@ -37,6 +37,7 @@ EVENTS = [
     "pull_request_review_comment",
     "check_suite",
     "workflow_run",
+    "push",  # /insights: commits people add to onloop's branches, reverts on the default branch
 ]
 # What the callback writes; refusing to overwrite any of them keeps a working App in place.
 WRITTEN = (

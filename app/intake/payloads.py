@@ -51,6 +51,10 @@ class PullRequest(TypedDict, total=False):
     state: Name  # "open", "closed"
     merged: bool
     head: Head
+    created_at: Time  # ISO 8601
+    closed_at: Time
+    merged_at: Time
+    merge_commit_sha: Sha  # the merge, squash or last rebased commit once merged
 
 
 class IssuePullRequest(TypedDict, total=False):
@@ -120,6 +124,16 @@ class Installation(TypedDict, total=False):
     account: Account
 
 
+class PushCommit(TypedDict, total=False):
+    """One commit of a `push` delivery
+    (https://docs.github.com/en/webhooks/webhook-events-and-payloads#push)."""
+
+    id: Sha
+    message: str
+    timestamp: Time
+    distinct: bool  # not pushed to any branch of the repository before
+
+
 class Payload(TypedDict, total=False):
     """A delivery's body, as far as onloop reads it."""
 
@@ -138,6 +152,8 @@ class Payload(TypedDict, total=False):
     repositories: list[Repository]  # installation.created
     repositories_added: list[Repository]  # installation_repositories
     repositories_removed: list[Repository]
+    ref: str  # push: the full ref, `refs/heads/<branch>`
+    commits: list[PushCommit]  # push: the commits pushed, oldest first
 
 
 # A reader returns the value it was given when its type and bounds are right, else None

@@ -12,6 +12,7 @@ from app.intake.commands import CancelStale, Command, InstallationChange, Revoke
 from app.intake.decide import Action, Ignored, explain
 from app.intake.events import Event
 from app.intake.freshness import is_stale
+from app.intake.insights import note
 from app.policy.repo_config import ConfigError, RepoConfig, parse_repo_config
 from app.store.db import Database
 from app.store.fastsql import Sql
@@ -183,6 +184,7 @@ def _record(
     if not rows:
         return IntakeResult(200, Ignored.DUPLICATE)  # this request has written nothing
     delivery_row_id = int(rows[0][0])
+    note(sql, cur, event)  # onloop's pull requests, for /insights
     if isinstance(decision, Command) and not _first_trigger(sql, cur, decision, delivery_row_id):
         cur.execute(sql(REPEATED), (Ignored.REPEATED_TRIGGER, delivery_row_id))
         return IntakeResult(200, Ignored.REPEATED_TRIGGER)

@@ -1,5 +1,5 @@
 """The tables: deliveries, triggers, installations, jobs, outbox, repo configs, users, audit,
-and the deployment's own id."""
+the deployment's own id, and what /insights reads about onloop's pull requests."""
 
 from __future__ import annotations
 
@@ -7,7 +7,17 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, DateTime, Float, ForeignKey, Integer, String, Text
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -233,3 +243,45 @@ class JobOutput(Base):
     text: Mapped[str] = mapped_column(Text)
     size: Mapped[int] = mapped_column(Integer, default=0)  # bytes of `text`, UTF-8
     marker: Mapped[bool] = mapped_column(default=False)  # "older output dropped" row
+
+
+class OnloopPull(Base):
+    """A pull request on an `onloop/...` branch, from its `pull_request` deliveries: opened,
+    merged or closed unmerged, and reverted by a later push to the default branch
+    (app/intake/insights.py)."""
+
+    __tablename__ = "onloop_pulls"
+    __table_args__ = (UniqueConstraint("repo", "number", name="uq_onloop_pulls_repo_number"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    repo: Mapped[str] = mapped_column(String(200), index=True)
+    number: Mapped[int] = mapped_column(Integer)
+    head_ref: Mapped[str] = mapped_column(String(255))
+    head_sha: Mapped[str | None] = mapped_column(String(40))
+    opened_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    closed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    merged: Mapped[bool] = mapped_column(default=False)
+    merge_sha: Mapped[str | None] = mapped_column(String(40))
+    reverted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    revert_sha: Mapped[str | None] = mapped_column(String(40))
+    # People's commits (no Onloop-Job trailer) pushed to the branch before it closed.
+    rework_commits: Mapped[int | None] = mapped_column(Integer)
+
+
+class BranchCommit(Base):
+    """A commit pushed to an `onloop/...` branch, from the `push` delivery: `job_id` is its
+    `Onloop-Job` trailer; a commit without one is a person's (rework), counted for the pull
+    request when it closes. `key` is the same for a commit and its rebased copy (branch,
+    message), so a rebase does not count it twice."""
+
+    __tablename__ = "onloop_branch_commits"
+    __table_args__ = (UniqueConstraint("repo", "key", name="uq_onloop_branch_commits_key"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    repo: Mapped[str] = mapped_column(String(200), index=True)
+    branch: Mapped[str] = mapped_column(String(255))
+    sha: Mapped[str] = mapped_column(String(40), index=True)
+    job_id: Mapped[int | None] = mapped_column(Integer)
+    pull_number: Mapped[int | None] = mapped_column(Integer)  # set when that PR closed
+    key: Mapped[str] = mapped_column(String(64))
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

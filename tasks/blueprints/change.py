@@ -14,6 +14,7 @@ from tasks.blueprints import Step, run_steps
 from tasks.blueprints.budget import agent_budget, record_agent, today
 from tasks.blueprints.checks import Outcome, Plan, failures, plan, run_all, summary
 from tasks.blueprints.common import Work
+from tasks.git.patch_text import patch_text
 from tasks.runner.context import JobContext, JobFailed
 from tasks.runner.steps import StepKind
 from tasks.sandbox.base import Sandbox
@@ -53,6 +54,7 @@ class Change:
     outcome: ChangeOutcome | None = None
     budget: Line | None = None  # the daily budget the agent step used up, when it did
     use_agent: bool = True  # False: the change is onloop's own (applied suggestions)
+    diff: str = ""  # the committed change as text (stat and patch, capped), for its page
 
     def ran(self) -> str:
         """What ran, as Markdown lines."""
@@ -108,6 +110,7 @@ class Change:
             "fixes": [o.command for o in self.fixes],
             "checks": {o.command: o.result.exit_code for o in self.validation},
             "violations": self.violations,
+            "diff": self.diff,
         }
 
 
@@ -166,6 +169,8 @@ def _commit(change: Change) -> str | None:
         change.outcome = ChangeOutcome.NO_CHANGE
         return "nothing to collect"
     change.violations = change.work.guard(change.base, change.new_sha)
+    mirror = change.work.place.cache.mirror_path(change.work.repo.full_name)
+    change.diff = patch_text(mirror, change.base, change.new_sha)
     change.outcome = ChangeOutcome.REFUSED if change.violations else ChangeOutcome.READY
     return "\n".join(change.violations) or f"committed {(change.new_sha or '')[:12]}"
 

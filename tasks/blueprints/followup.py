@@ -22,6 +22,7 @@ from tasks.blueprints.heads import head_trust
 from tasks.blueprints.pulls import PullRef
 from tasks.blueprints.pushes import TRAILER
 from tasks.git.commit_file import commit_files, read_blob, squash
+from tasks.git.patch_text import patch_text
 from tasks.git.process import git
 from tasks.review.requests import Remark, Requests, Skip, Suggestion, apply_all, sort_out
 from tasks.runner.context import JobFailed
@@ -271,6 +272,9 @@ def result(state: Followup) -> dict[str, Any]:
     }
     if state.change is not None:
         out |= {k: v for k, v in state.change.result().items() if k != "new"}
+    if state.new_sha is not None:  # the one commit: the suggestions and the sandbox's part
+        mirror = state.work.place.cache.mirror_path(state.work.repo.full_name)
+        out["diff"] = patch_text(mirror, state.head_sha, state.new_sha)
     failed = (ChangeOutcome.UNVALIDATED, ChangeOutcome.REFUSED, ChangeOutcome.FORK)
     if state.change is not None and state.outcome in failed:
         assert isinstance(state.outcome, ChangeOutcome)

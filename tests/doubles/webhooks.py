@@ -39,6 +39,8 @@ TABLES = (
     "pauses",
     "audit_log",
     "job_output",
+    "onloop_pulls",
+    "onloop_branch_commits",
 )
 
 

@@ -119,6 +119,7 @@ def test_suggestions_applied_remark_answered_as_the_pr_owner(world: World) -> No
     (push,) = world.double.pushes
     assert (push.identity.kind, push.identity.login) == ("user", "alice")
     assert job.requested_by == "alice" and job.result["reviewer"] == "rita"
+    assert "+    return a + b  # sum" in job.result["diff"]  # what the job page shows
     assert all(p.identity.login != "rita" for p in world.double.pushes)
     assert [len(replies(world, c)) for c in (first, second, plain)] == [1, 1, 1]
     assert f"Applied in {new[:7]}" in replies(world, first)[0]

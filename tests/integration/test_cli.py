@@ -16,6 +16,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from app.cli.server import CONFIG_FILE
+from tests.doubles.dev_proc import stop_group
 from tests.doubles.redis_server import free_port
 from tests.doubles.webhooks import FIXTURES, SECRET
 
@@ -199,6 +200,7 @@ def web_server(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
         env=env | {"PYTHONPATH": str(Path(__file__).resolve().parents[2])},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        start_new_session=True,  # its gunicorn workers too, for stop_group
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
@@ -210,8 +212,7 @@ def web_server(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
             assert proc.poll() is None and time.monotonic() < deadline, "web did not start"
             time.sleep(0.1)
     yield url, env
-    proc.terminate()
-    proc.wait(timeout=20)
+    stop_group(proc)
 
 
 def test_replay_through_gunicorn(web_server: tuple[str, dict[str, str]], tmp_path: Path) -> None:
@@ -287,6 +288,7 @@ def test_onloop_dev_runs_with_embedded_defaults(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        start_new_session=True,  # its Redis and web too, for stop_group
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -319,8 +321,4 @@ def test_onloop_dev_runs_with_embedded_defaults(tmp_path: Path) -> None:
         assert result.stdout.startswith("204"), result.stdout + result.stderr
         assert (tmp_path / "var" / "onloop.db").exists()
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_group(proc)

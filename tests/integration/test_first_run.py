@@ -23,6 +23,7 @@ from sqlalchemy import select
 from app.intake.events import sign
 from app.store.db import Database
 from app.store.models import AuditEntry, Job, JobState
+from tests.doubles.dev_proc import group_left, stop_group
 from tests.doubles.github.double import GitHubDouble
 from tests.doubles.manifest_flow import form, submit
 from tests.doubles.redis_server import free_port
@@ -78,19 +79,11 @@ def start_dev(cwd: Path, port: int, **env: str) -> Dev:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        start_new_session=True,  # its Redis and web too, for stop_group
     )
     dev = Dev(proc, f"http://127.0.0.1:{port}")
     threading.Thread(target=lambda: dev.lines.extend(proc.stdout or ()), daemon=True).start()
     return dev
-
-
-def stop(dev: Dev) -> None:
-    dev.proc.terminate()
-    try:
-        dev.proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        dev.proc.kill()
-        dev.proc.wait()
 
 
 @pytest.fixture
@@ -98,7 +91,7 @@ def running() -> Iterator[list[Dev]]:
     devs: list[Dev] = []
     yield devs
     for dev in devs:
-        stop(dev)
+        stop_group(dev.proc)
 
 
 def replay(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -223,12 +216,14 @@ def test_setup_under_dev_keeps_one_host_so_its_cookie_comes_back(
     setup = dev.wait_for(r"open (\S+/setup\?code=\S+)").group(1)
     dev.wait_ready()
     assert urlsplit(setup).netloc == urlsplit(printed).netloc == f"127.0.0.1:{port}"
-    browser = requests.Session()  # its cookie jar is per host, as a browser's
-    page = browser.get(setup, timeout=10)
-    assert page.status_code == 200, page.text
-    location = submit(*form(page.text))
-    assert urlsplit(location).netloc == urlsplit(setup).netloc
-    done = browser.get(location, timeout=30)
+    # its cookie jar is per host, as a browser's; closed after, so no kept-alive connection
+    # holds dev's web when the test stops it
+    with requests.Session() as browser:
+        page = browser.get(setup, timeout=10)
+        assert page.status_code == 200, page.text
+        location = submit(*form(page.text))
+        assert urlsplit(location).netloc == urlsplit(setup).netloc
+        done = browser.get(location, timeout=30)
     assert done.status_code == 200 and "is ready" in done.text, done.text
     assert "not the one that opened" not in done.text
     assert dotenv_values(tmp_path / ".env").get("ONLOOP_APP_ID")
@@ -261,3 +256,22 @@ def test_a_job_without_an_app_ends_with_one_clear_line(tmp_path: Path, running: 
         assert [entry.detail for entry in failures] == [{"error": line}]
     finally:
         db.dispose()
+
+
+def test_dev_stopped_as_soon_as_its_web_is_ready_stops_its_redis_and_web(tmp_path: Path) -> None:
+    """SIGTERM before the worker has started (it takes over SIGTERM then): dev still stops
+    the Redis and the web it started, and exits."""
+    dev = start_dev(tmp_path, free_port())
+    try:
+        dev.wait_for(r"web ready on")
+        dev.proc.terminate()
+        try:
+            dev.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail("dev did not exit on SIGTERM:\n" + dev.output)
+        deadline = time.monotonic() + 30
+        while group_left(dev.proc.pid):
+            assert time.monotonic() < deadline, "dev exited and left its Redis or web running"
+            time.sleep(0.1)
+    finally:
+        stop_group(dev.proc)

@@ -212,3 +212,37 @@ def test_sign_in_never_sends_the_browser_elsewhere(
     done = client.get(page.headers["Location"])
     assert done.status_code == 200  # the plain "authorised" page, no redirect
     assert client.get_cookie("onloop_session") is not None
+
+
+def test_the_page_shows_commands_checks_agent_spend_egress_and_the_diff_as_text(
+    settings: Settings, db: Database, github_double: GitHubDouble
+) -> None:
+    job_id = a_job(db)
+    diff = " a.py | 1 +\n\n+<script>alert(1)</script>\n+```\n"
+    result = {
+        "outcome": "unvalidated",
+        "fixes": ["ruff check --fix ."],
+        "checks": {"pytest -q": 1, "ruff check .": 0},
+        "violations": ["<b>.github/workflows/ci.yml</b> is denied"],
+        "notes": ["setup tried to reach evil.example:443; allow it under sandbox.egress"],
+        "diff": diff,
+    }
+    with db.transaction() as s:
+        job = s.get(Job, job_id)
+        assert job is not None
+        job.result, job.agent_tokens_in, job.agent_tokens_out = result, 1200, 300
+        job.steps = [*job.steps, {"name": "agent", "kind": "agent", "state": "succeeded"}]
+    audit.record_command(db, repo=REPO, job_id=job_id, argv=["ruff", "check", "<x>"], exit_code=1)
+    client = create_app(settings, db=db).test_client()
+    html = open_signed_in(client, github_double, "alice", f"/jobs/{job_id}").get_data(as_text=True)
+    commands = html.split('id="commands"')[1].split("</section>")[0]
+    assert "ruff check &#39;&lt;x&gt;&#39;" in commands and '<td class="exit">1</td>' in commands
+    checks = html.split('id="checks"')[1].split("</section>")[0]
+    assert "pytest -q" in checks and "failed" in checks and "passed" in checks
+    agent = html.split('id="agent-tokens"')[1].split("</dd>")[0]
+    assert f"1500 of {settings.agent_max_tokens}" in agent
+    assert "evil.example:443" in html.split('id="egress"')[1].split("</section>")[0]
+    change = html.split('id="diff"')[1].split("</section>")[0]
+    assert "The change, not pushed" in change
+    assert "&lt;b&gt;.github/workflows/ci.yml&lt;/b&gt; is denied" in change
+    assert "+&lt;script&gt;alert(1)&lt;/script&gt;" in change and "<script>alert(1)" not in html

@@ -24,6 +24,7 @@ from app.github import manifest
 from app.github.clients import GitHubApp
 from app.web import create_app
 from app.web.setup import SetupOptions, new_code, setup_state
+from tests.doubles.dev_proc import stop_group
 from tests.doubles.github.double import GitHubDouble
 from tests.doubles.github.handlers.manifests import acting_as
 from tests.doubles.github.settings import settings_for
@@ -91,6 +92,7 @@ def test_setup_page_posts_onloops_manifest_to_github_with_a_signed_state(
             "pull_request_review_comment",
             "check_suite",
             "workflow_run",
+            "push",
         ],
     }
 
@@ -327,6 +329,7 @@ def test_onloop_dev_prints_the_setup_address_to_open(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        start_new_session=True,  # its Redis and web too, for stop_group
     )
     lines: list[str] = []
     assert proc.stdout is not None
@@ -345,11 +348,7 @@ def test_onloop_dev_prints_the_setup_address_to_open(tmp_path: Path) -> None:
         page = requests.get(url, timeout=10)
         assert page.status_code == 200 and "manifest-form" in page.text, page.text
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_group(proc)
 
 
 def _answers(url: str) -> bool:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from tests.doubles.dev_proc import stop_group
 from tests.doubles.redis_server import free_port
 from tests.doubles.webhooks import FIXTURES, signed_headers
 from tests.integration.test_cli import clean_env, full_settings, onloop
@@ -205,12 +206,4 @@ def test_onloop_dev_starts_its_killed_web_again(tmp_path: Path) -> None:
         assert took < GITHUB_TIMEOUT
         assert b"the web exited" in out.read_bytes()
     finally:
-        dev.terminate()
-        try:
-            dev.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            pass
-        try:
-            os.killpg(dev.pid, signal.SIGKILL)  # whatever of it is left: Redis, orphans
-        except ProcessLookupError:
-            pass
+        stop_group(dev)

@@ -43,7 +43,7 @@ CSP = (
 
 def init_app(app: Flask) -> None:
     """Register the pages on `app` (after app.web.state's Onloop is in place)."""
-    from app.web.pages import joblist, live  # their routes use this module's helpers
+    from app.web.pages import insights, joblist, live  # noqa: F401 - their routes use this module's helpers
 
     state = onloop(app)
     app.extensions[EXTENSION] = build(state.settings, state.db, state.metrics.writer)

@@ -14,9 +14,11 @@ from sqlalchemy import select
 
 from app.core.settings import Settings
 from app.store import joblog
+from app.store.audit import SANDBOX_EXEC
 from app.store.db import Database
 from app.store.models import LIVE_STATES, AuditEntry, Job, aware, utcnow
 from app.web.pages.ansi import to_html
+from app.web.pages.details import Details, details
 
 TAIL_CHARS = 100_000  # of one step's output on the page (the rest is kept, not shown)
 AUDIT_ROWS = 500
@@ -69,6 +71,7 @@ class JobPage:
     dropped: str  # the marker when older output was dropped
     audit: list[AuditView]
     links: list[Link]
+    details: Details
 
 
 def _when(value: datetime | None) -> str:
@@ -132,7 +135,8 @@ def _steps(job: Job, output: dict[str, str]) -> list[StepView]:
     return views
 
 
-def _audit(db: Database, job_id: int) -> list[AuditView]:
+def _audit(db: Database, job_id: int) -> tuple[list[AuditView], list[dict[str, Any]]]:
+    """The job's audit entries as the page lists them, and its sandbox commands' details."""
     with db.read() as s:
         rows = list(
             s.scalars(
@@ -142,6 +146,7 @@ def _audit(db: Database, job_id: int) -> list[AuditView]:
                 .limit(AUDIT_ROWS)
             )
         )
+    commands = [dict(r.detail or {}) for r in rows if r.action == SANDBOX_EXEC]
     return [
         AuditView(
             at=_when(row.at),
@@ -150,7 +155,7 @@ def _audit(db: Database, job_id: int) -> list[AuditView]:
             detail=json.dumps(row.detail or {}, sort_keys=True)[:1000],
         )
         for row in rows
-    ]
+    ], commands
 
 
 def _links(settings: Settings, job: Job) -> list[Link]:
@@ -183,6 +188,7 @@ def job_page(settings: Settings, db: Database, job: Job) -> JobPage:
         if job.number is not None
         else None
     )
+    entries, commands = _audit(db, job.id)
     return JobPage(
         id=job.id,
         kind=job.kind,
@@ -199,6 +205,7 @@ def job_page(settings: Settings, db: Database, job: Job) -> JobPage:
         steps=steps,
         other_output=_tail(other)[0] if other else None,
         dropped=dropped.strip(),
-        audit=_audit(db, job.id),
+        audit=entries,
         links=_links(settings, job),
+        details=details(settings, job, commands),
     )

@@ -7,7 +7,10 @@
   if (!root || root.dataset.live !== "yes") {
     return;
   }
-  const SECTIONS = ["#job-state", "#facts", "#links", "#cancel", "#steps", "#audit", "#load"];
+  const SECTIONS = [
+    "#job-state", "#facts", "#links", "#cancel", "#steps", "#commands", "#checks",
+    "#agent", "#egress", "#diff", "#audit", "#load",
+  ];
   const POLL_MS = 5000;
   let busy = false;
   let again = false;
