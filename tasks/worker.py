@@ -120,13 +120,21 @@ class Worker:
 
     def celery(self) -> Celery:
         """A Celery app whose tasks run this worker's jobs, redelivery sweep and backup purge."""
-        return create_celery(
+        celery = create_celery(
             self.settings,
             run_job=self.jobs.run,
             redeliver=partial(redeliver.sweep, self.settings, self.github, self.db),
             purge_backups=partial(backups.sweep, self.settings, self.github, self.db),
             purge=self.purge_output,
         )
+        if self.tracing.enabled:
+            # Celery's instrumentation looks up the task of a message being sent in the
+            # current app (celery.registry), which for a thread of its own, such as the
+            # dispatcher, is the default app. If the task is not there, the send's span
+            # never ends and stays that thread's context. `worker_main` sets the default
+            # app too, but only after the dispatcher has started.
+            celery.set_default()
+        return celery
 
     def purge_output(self) -> int:
         """Beat's hourly task: delete job output older than ONLOOP_JOB_LOG_DAYS."""

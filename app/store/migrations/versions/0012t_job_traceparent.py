@@ -1,7 +1,7 @@
 """job traceparent: the W3C traceparent of the delivery span that made the job (traces on)
 
-Revision ID: 0011t
-Revises: 0010
+Revision ID: 0012t
+Revises: 0011
 Create Date: 2026-12-04 18:45:00
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0011t"
-down_revision = "0010"
+revision = "0012t"
+down_revision = "0011"
 branch_labels = None
 depends_on = None
 
