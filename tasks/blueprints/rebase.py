@@ -28,6 +28,7 @@ from tasks.blueprints.rebase_receipt import (
 from tasks.blueprints.rebase_resolve import Settled, check, resolve, strays, unresolved_report
 from tasks.blueprints.rebase_verified import rebase_on_verified
 from tasks.blueprints.receipts import Receipt, receipt_markdown
+from tasks.blueprints.targets import Target
 from tasks.git.process import GitError
 from tasks.runner.context import JobContext, JobFailed
 from tasks.runner.people import as_person
@@ -231,13 +232,13 @@ STEPS: list[Step[Rebase]] = [
 ]
 
 
-def _refuse_unpushable_head(state: Rebase) -> None:
+def _refuse_unpushable_head(state: Rebase) -> Target | None:
     """A rebase force-pushes the head branch itself, so no other branch can take it: a default
     or protected head is refused before any work (a fork without maintainer edits gets its
-    patch instead)."""
+    patch instead). The head's push target, read once for what follows."""
     pull = state.pull
     if not pull.can_push_to_head:
-        return
+        return None
     head = state.work.push_target(pull.head_ref, pull.head_repo)
     if not head.allowed:
         raise JobFailed(
@@ -245,6 +246,7 @@ def _refuse_unpushable_head(state: Rebase) -> None:
             "may update it can do it (or open the change from another branch).",
             outcome=head.refusal,
         )
+    return head
 
 
 def run_rebase(ctx: JobContext) -> dict[str, Any]:
@@ -254,8 +256,8 @@ def run_rebase(ctx: JobContext) -> dict[str, Any]:
     pr = work.repo.get_pull(ctx.job.number)
     base_sha = work.repo.get_branch(pr.base.ref).commit.sha
     state = Rebase(work, pr, PullRef.of(pr, work.repo), base_sha=base_sha)
-    _refuse_unpushable_head(state)
-    if (merged := rebase_on_verified(work, pr, state.pull, base_sha)) is not None:
+    head = _refuse_unpushable_head(state)
+    if (merged := rebase_on_verified(work, pr, state.pull, base_sha, head)) is not None:
         return merged  # a head that takes only verified commits: refused, or a merge
     with ctx.db.transaction() as s:
         s.execute(update(Job).where(Job.id == ctx.job.id).values(head_sha=state.head_sha))

@@ -18,6 +18,7 @@ from app.store import audit
 from app.store.models import Job
 from tasks.blueprints.common import Work
 from tasks.blueprints.pulls import PullRef
+from tasks.blueprints.targets import Target
 from tasks.blueprints.verified import needs_verified, stale, why_verified
 from tasks.runner.context import JobFailed
 from tasks.runner.people import as_person
@@ -33,13 +34,14 @@ class MergeOutcome(StrEnum):
 
 
 def rebase_on_verified(
-    work: Work, pr: PullRequest, pull: PullRef, base_sha: str
+    work: Work, pr: PullRequest, pull: PullRef, base_sha: str, target: Target | None = None
 ) -> dict[str, Any] | None:
     """None when the head takes git pushes (rebase as usual); else the refusal (JobFailed)
-    or the result of merging the base into the head instead."""
+    or the result of merging the base into the head instead. `target`: the head's push
+    target when the caller read it already."""
     if not pull.can_push_to_head:
         return None  # a fork onloop may not push to: the rebase's patch path, as usual
-    target = work.push_target(pull.head_ref, pull.head_repo)
+    target = target or work.push_target(pull.head_ref, pull.head_repo)
     if not target.allowed or not needs_verified(work, target):
         return None
     head, base = inline_code(pull.head_ref), inline_code(pr.base.ref)

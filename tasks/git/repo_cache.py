@@ -178,16 +178,19 @@ class RepoCache:
     ) -> str:
         """Move a checkout that `checkout` made, and that no job has touched since (a primed
         pool workspace), to `rev`: only missing objects are fetched, only changed files
-        written. The commit's sha."""
+        written. Its branches are brought up to date too, as a fresh `checkout` would have
+        them: a rebase onto a base that moved since the workspace was primed needs the new
+        base. The commit's sha."""
         trust = {"safe.directory": str(dest)}  # owned by the sandbox's uid, made by us
-        if git(["cat-file", "-e", f"{rev}^{{commit}}"], dest, check=False, config=trust).returncode:
-            with self.lock(repo, shared=True):
-                git(
-                    ["fetch", "--quiet", "--no-tags", str(self.mirror_path(repo)), rev],
-                    dest,
-                    config=trust,
-                    timeout=600,
-                )
+        missing = git(["cat-file", "-e", f"{rev}^{{commit}}"], dest, check=False, config=trust)
+        wanted = ["+refs/heads/*:refs/remotes/origin/*", *([rev] if missing.returncode else [])]
+        with self.lock(repo, shared=True):
+            git(
+                ["fetch", "--quiet", "--no-tags", "--prune", str(self.mirror_path(repo)), *wanted],
+                dest,
+                config=trust,
+                timeout=600,
+            )
         sha = git(["rev-parse", "--verify", f"{rev}^{{commit}}"], dest, config=trust)
         target = sha.stdout.strip()
         move = ["checkout", "--quiet", *(["-B", branch] if branch else ["--detach"]), target]

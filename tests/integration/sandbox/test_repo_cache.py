@@ -143,3 +143,24 @@ def test_dependency_files_are_read_from_the_mirror(
         "requirements/base.txt",
     ]
     assert all(len(blob) == 40 for _, blob in found)
+
+
+def test_a_primed_workspace_moved_to_a_new_head_has_the_moved_base_too(
+    git_server: GitServer, tmp_path: Path, token: str
+) -> None:
+    """A warm pool's workspace was checked out before the base moved: refreshed for a job, it
+    must hold the base's new commits as a fresh checkout would (a rebase onto them)."""
+    bare = git_server.root / "o" / "r.git"
+    first = make_repo(bare, {"a.txt": "1\n"})
+    cache = RepoCache(tmp_path / "cache")
+    url = git_server.url("o/r")
+    cache.ensure("o/r", url, token, sha=first)
+    primed = tmp_path / "primed"
+    cache.checkout("o/r", first, primed)
+    moved = push_commit(bare, "b.txt", "2\n")  # main moves on after the workspace was primed
+    cache.ensure("o/r", url, token, sha=moved)
+    assert cache.refresh("o/r", first, primed) == first
+    found = git(["cat-file", "-e", f"{moved}^{{commit}}"], primed, check=False)
+    assert found.returncode == 0, "the refreshed workspace lacks the moved base"
+    tip = git(["rev-parse", "refs/remotes/origin/main"], primed).stdout.strip()
+    assert tip == moved

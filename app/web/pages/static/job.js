@@ -49,13 +49,20 @@
       }
       const kept = openDetails();
       const next = new DOMParser().parseFromString(await answer.text(), "text/html");
-      for (const selector of SECTIONS) {
-        const now = document.querySelector(selector);
+      // Each section with the id of the element before it in the fresh page, taken before
+      // any is moved: a section the page did not have (Cancel once a queued job runs) goes
+      // in after that element.
+      const swaps = SECTIONS.map((selector) => {
         const fresh = next.querySelector(selector);
+        return [document.querySelector(selector), fresh, fresh?.previousElementSibling?.id];
+      });
+      for (const [now, fresh, after] of swaps) {
         if (now && fresh) {
           now.replaceWith(document.adoptNode(fresh));
         } else if (now) {
           now.remove();
+        } else if (fresh && after && document.getElementById(after)) {
+          document.getElementById(after).after(document.adoptNode(fresh));
         }
       }
       document.querySelectorAll("#steps li.step").forEach((step) => {
