@@ -10,9 +10,7 @@ from typing import Any
 from github.PullRequest import PullRequest
 
 from app.core.kinds import Kind
-from tasks.blueprints import Step, run_steps
 from tasks.blueprints import followup as f
-from tasks.blueprints.change import STEPS as CHANGE_STEPS
 from tasks.blueprints.common import act_as, begin, installation_repo
 from tasks.blueprints.pulls import PullRef
 from tasks.blueprints.pushes import TRAILER
@@ -42,13 +40,6 @@ def is_onloops(pr: PullRequest) -> bool:
     return False
 
 
-STEPS: list[Step[f.Followup]] = [
-    Step("threads", lambda s: f.gather(s, remarks=True)),
-    Step("suggestions", f.apply_suggestions),
-]
-AFTER: list[Step[f.Followup]] = [Step("push", f.push), Step("answer", f.answer)]
-
-
 def run_address_review(ctx: JobContext) -> dict[str, Any]:
     found = installation_repo(ctx)
     repo = found[1]
@@ -60,13 +51,7 @@ def run_address_review(ctx: JobContext) -> dict[str, Any]:
         return {"outcome": ReviewOutcome.NOT_ONLOOP, "quiet": True}
     asker = ctx.command
     act_as(ctx, asker.requested_by, asker.requested_by_id)  # a resumed job asks again
-    ctx.plan = [
-        "policy",
-        "authorization",
-        *(s.name for s in STEPS),
-        *(s.name for s in CHANGE_STEPS),
-        *(s.name for s in AFTER),
-    ]
+    ctx.plan = list(f.PLAN)
     pull = PullRef.of(pr, repo)
     owner = (pr.user.login, pr.user.id)
     work = begin(ctx, "fix", found, pull, acting=owner)
@@ -82,7 +67,4 @@ def run_address_review(ctx: JobContext) -> dict[str, Any]:
     review_id = ctx.params.get("review_id")
     if review_id is not None:
         state.review_text = pr.get_review(int(review_id)).body or ""
-    run_steps(ctx, STEPS, state)
-    f.check_change(state)
-    run_steps(ctx, AFTER, state)
-    return f.result(state)
+    return f.follow_up(state, remarks=True)

@@ -6,18 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from app.core.kinds import Kind
-from tasks.blueprints import Step, run_steps
 from tasks.blueprints import followup as f
-from tasks.blueprints.change import STEPS as CHANGE_STEPS
 from tasks.blueprints.common import begin, installation_repo
 from tasks.blueprints.pulls import PullRef
 from tasks.runner.context import JobContext, JobFailed
-
-STEPS: list[Step[f.Followup]] = [
-    Step("threads", lambda s: f.gather(s, remarks=False)),
-    Step("suggestions", f.apply_suggestions),
-]
-AFTER: list[Step[f.Followup]] = [Step("push", f.push), Step("answer", f.answer)]
 
 
 def run_apply(ctx: JobContext) -> dict[str, Any]:
@@ -27,19 +19,10 @@ def run_apply(ctx: JobContext) -> dict[str, Any]:
     pr = repo.get_pull(ctx.job.number)
     if pr.state != "open":
         raise JobFailed("the pull request is closed, so there is nothing to apply")
-    ctx.plan = [
-        "policy",
-        "authorization",
-        *(s.name for s in STEPS),
-        *(s.name for s in CHANGE_STEPS),
-        *(s.name for s in AFTER),
-    ]
+    ctx.plan = list(f.PLAN)
     pull = PullRef.of(pr, repo)
     work = begin(ctx, "apply", found, pull)
     ctx.head_sha = pull.head_sha
     subject = f"Apply suggestions from review (asked by @{work.login})"
     state = f.Followup(work, pr, pull, Kind.APPLY_SUGGESTIONS, work.login, subject)
-    run_steps(ctx, STEPS, state)
-    f.check_change(state)
-    run_steps(ctx, AFTER, state)
-    return f.result(state)
+    return f.follow_up(state, remarks=False)

@@ -15,7 +15,9 @@ from app.core.markdown import inline_code, plain
 from app.github.comments import marker
 from app.github.threads import Thread, resolve_thread, review_threads
 from tasks.agent import AgentTask, Quoted
+from tasks.blueprints import Step, run_steps
 from tasks.blueprints.budget import stop_at_budget
+from tasks.blueprints.change import STEPS as CHANGE_STEPS
 from tasks.blueprints.change import Change, ChangeOutcome, configured_agent, make_change
 from tasks.blueprints.common import Work
 from tasks.blueprints.heads import head_trust
@@ -282,4 +284,25 @@ def result(state: Followup) -> dict[str, Any]:
     return out
 
 
-__all__ = ["Followup", "Skip"]
+PLAN = [
+    "policy",
+    "authorization",
+    "threads",
+    "suggestions",
+    *(step.name for step in CHANGE_STEPS),
+    "push",
+    "answer",
+]
+
+
+def follow_up(state: Followup, *, remarks: bool) -> dict[str, Any]:
+    """The whole follow-up once the job may act: the threads' asks (`remarks` too, or the
+    suggestions alone), the one checked commit, the push, the answers; the job's result."""
+    gathered: Step[Followup] = Step("threads", lambda s: gather(s, remarks=remarks))
+    run_steps(state.work.ctx, [gathered, Step("suggestions", apply_suggestions)], state)
+    check_change(state)
+    run_steps(state.work.ctx, [Step("push", push), Step("answer", answer)], state)
+    return result(state)
+
+
+__all__ = ["PLAN", "Followup", "Skip", "follow_up"]

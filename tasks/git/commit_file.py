@@ -27,18 +27,7 @@ def commit_file(
     """A new commit on `parent` whose tree is `parent`'s with `path` set to `content` (a
     regular file), by the author and committer in `env`; its sha. Nothing else changes, and
     no ref moves: the caller pushes the sha."""
-    blob = git(["hash-object", "-w", "--stdin"], mirror, input=content).stdout.strip()
-    with tempfile.TemporaryDirectory(prefix="onloop-index-") as tmp:
-        indexed = {**env, "GIT_INDEX_FILE": str(Path(tmp) / "index")}
-        git(["read-tree", parent], mirror, env=indexed)
-        git(
-            ["update-index", "--add", "--cacheinfo", f"{REGULAR},{blob},{path}"],
-            mirror,
-            env=indexed,
-        )
-        tree = git(["write-tree"], mirror, env=indexed).stdout.strip()
-    done = git(["commit-tree", tree, "-p", parent, "-F", "-"], mirror, env=env, input=message)
-    return done.stdout.strip()
+    return commit_files(mirror, parent, {path: (REGULAR, content.encode())}, message, env)
 
 
 def _git_bytes(args: list[str], mirror: Path, data: bytes | None = None) -> bytes:
