@@ -212,8 +212,7 @@ def _reply(state: Followup, thread: Thread, said: Said, text: str, resolve: bool
     if root is None or any(tag in c.body for c in thread.comments):
         return
     work.ctx.before_write()
-    pr = work.repo.get_pull(state.pull.number)
-    pr.create_review_comment_reply(root.id, f"{tag}\n{text}")
+    state.pr.create_review_comment_reply(root.id, f"{tag}\n{text}")  # onloop's own (install)
     state.answers[thread.id] = said
     if resolve:
         try:
