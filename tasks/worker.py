@@ -16,6 +16,7 @@ from app.core.kinds import KINDS, Kind, Kinds
 from app.core.queues import QUEUE
 from app.core.settings import Settings
 from app.core.telemetry import Telemetry
+from app.core.tracing import Tracing
 from app.github.clients import GitHubApp
 from app.github.write_slots import WriteSlots
 from app.policy.org_config import OrgConfigLoader
@@ -61,9 +62,9 @@ RUNNERS: Mapping[str, Runner] = {
 
 
 class Worker:
-    """Settings, database, GitHub (one set of write slots), metrics, caps, sandboxes, runners,
-    listeners and the organisation file's loader of one worker process. Tests build one with
-    their own runners or listeners instead of patching modules."""
+    """Settings, database, GitHub (one set of write slots), metrics, traces, caps, sandboxes,
+    runners, listeners and the organisation file's loader of one worker process. Tests build
+    one with their own runners or listeners instead of patching modules."""
 
     def __init__(
         self,
@@ -73,10 +74,15 @@ class Worker:
         runners: Mapping[str, Runner] = RUNNERS,
         listeners: Listeners = feedback.listeners_for,
         kinds: Kinds = KINDS,
+        tracing: Tracing | None = None,
     ) -> None:
         self.settings = settings
         self.db = db if db is not None else Database(settings.database_url)
         self.kinds = kinds
+        # Traces as the OTEL_* variables say, unless a test brings its own (app.core.tracing).
+        self._own_tracing = tracing is None
+        self.tracing = tracing if tracing is not None else Tracing.from_env("onloop-worker")
+        self.tracing.instrument_worker(self.db.engine)
         self.meter = Telemetry(settings.redis_url)
         self.github = GitHubApp(settings, WriteSlots.for_settings(settings), self.meter)
         self.limiter: Limiter | None = None
@@ -100,6 +106,7 @@ class Worker:
             workplace=self.workplace,
             kinds=kinds,
             org_config=OrgConfigLoader(),
+            tracer=self.tracing.tracer("onloop.jobs"),
             events=JobEvents(settings.redis_url),
         )
 
@@ -113,13 +120,21 @@ class Worker:
 
     def celery(self) -> Celery:
         """A Celery app whose tasks run this worker's jobs, redelivery sweep and backup purge."""
-        return create_celery(
+        celery = create_celery(
             self.settings,
             run_job=self.jobs.run,
             redeliver=partial(redeliver.sweep, self.settings, self.github, self.db),
             purge_backups=partial(backups.sweep, self.settings, self.github, self.db),
             purge=self.purge_output,
         )
+        if self.tracing.enabled:
+            # Celery's instrumentation looks up the task of a message being sent in the
+            # current app (celery.registry), which for a thread of its own, such as the
+            # dispatcher, is the default app. If the task is not there, the send's span
+            # never ends and stays that thread's context. `worker_main` sets the default
+            # app too, but only after the dispatcher has started.
+            celery.set_default()
+        return celery
 
     def purge_output(self) -> int:
         """Beat's hourly task: delete job output older than ONLOOP_JOB_LOG_DAYS."""
@@ -141,6 +156,8 @@ class Worker:
             place, self._workplace = self._workplace, None
         if place is not None:
             place.close()
+        if self._own_tracing:
+            self.tracing.shutdown()
         self.db.dispose()
 
     def run(self, concurrency: int = 4, beat: bool = False) -> None:
@@ -160,6 +177,7 @@ class Worker:
             broker=BrokerWatch.from_url(self.settings.redis_url)
             if self.settings.redis_url
             else None,
+            traced=self.tracing.enabled,
         )
         dispatcher.start()
         argv = [

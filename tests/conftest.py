@@ -13,10 +13,14 @@ from typing import Any
 
 import docker.errors
 import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from app.core.settings import Settings
+from app.core.tracing import Tracing
 from app.store import migrate
 from app.store.db import Database
 from app.web import create_app
@@ -231,3 +235,27 @@ def host_ip(docker_client: Any, gateway: EgressGateway) -> str:
     """This machine's own address on the proxies' network: where the test index listens."""
     network = docker_client.networks.get(gateway.egress_network())
     return str(network.attrs["IPAM"]["Config"][0]["Gateway"])
+
+
+# --- traces ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def span_exporter() -> InMemorySpanExporter:
+    """One provider for the session (OpenTelemetry lets a process set its global provider
+    once), recording into memory, unbatched."""
+    found = InMemorySpanExporter()
+    Tracing.with_exporter("onloop-test", found, batch=False)
+    return found
+
+
+@pytest.fixture
+def tracing(span_exporter: InMemorySpanExporter) -> Iterator[Tracing]:
+    """Traces on, for the app and the worker a test builds; instrumentation undone after."""
+    provider = trace.get_tracer_provider()
+    assert isinstance(provider, TracerProvider)
+    span_exporter.clear()
+    traces = Tracing("onloop-test", provider)
+    yield traces
+    traces.shutdown()
+    span_exporter.clear()

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 import app.github.clients as gh
 from app.core.publicurl import oauth_callback_url, public_url_problem, webhook_url
 from app.core.settings import Settings
+from app.core.tracing import ENDPOINT_VARS, Exporter, TracingConfigError, choose_exporter
 from app.github.manifest import EVENTS
 from app.github.transport import fail_fast
 from app.policy.org_config import load_org_config
@@ -221,6 +222,23 @@ def _org_config(s: Settings) -> Check:
     )
 
 
+def _traces(s: Settings) -> Check:
+    """Whether the OTEL_* variables switch traces on, and where they would go."""
+    try:
+        exporter = choose_exporter(os.environ)
+    except TracingConfigError as exc:
+        return Check("traces", False, str(exc), "fix or unset it (README, Traces)")
+    if exporter is Exporter.NONE:
+        return Check("traces", True, "off (no OTEL_* variable switches them on)")
+    if exporter is Exporter.CONSOLE:
+        return Check("traces", True, "on: printed on standard output (OTEL_TRACES_EXPORTER)")
+    endpoint = next((os.environ[v] for v in ENDPOINT_VARS if os.environ.get(v, "").strip()), "")
+    where = urlsplit(endpoint.strip())  # scheme and host only: never credentials or a path
+    port = f":{where.port}" if where.port else ""
+    target = f"{where.scheme}://{where.hostname}{port}" if where.hostname else endpoint
+    return Check("traces", True, f"on: OTLP/HTTP to {target}")
+
+
 CHECKS: list[Callable[[Settings], Check]] = [
     _settings,
     _webhook_secret,
@@ -232,6 +250,7 @@ CHECKS: list[Callable[[Settings], Check]] = [
     _agent,
     _egress,
     _org_config,
+    _traces,
 ]
 
 

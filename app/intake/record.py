@@ -28,6 +28,8 @@ from app.intake.statements import (
     OUTBOX,
     REPEATED,
     SET_INSTALLATION,
+    TRACED_JOB,
+    TRACED_JOB_AND_OUTBOX,
     TRIGGER,
     cancel_stale_sql,
 )
@@ -94,11 +96,15 @@ def record(
     own_app_id: int | None = None,
     kinds: Kinds = KINDS,
     max_event_age: float | None = None,
+    traceparent: str | None = None,
 ) -> IntakeResult:
     """Decide and record in one transaction, committed before this returns (group commit:
     concurrent requests share a transaction); the same GUID twice is one delivery. A comment
-    or label older than `max_event_age` seconds makes no job (app.intake.freshness)."""
-    work = partial(_record, db.sql, event, default_label, own_app_id, kinds, max_event_age)
+    or label older than `max_event_age` seconds makes no job (app.intake.freshness). The
+    jobs it makes keep `traceparent`, the delivery's span, for the worker's spans."""
+    work = partial(
+        _record, db.sql, event, default_label, own_app_id, kinds, max_event_age, traceparent
+    )
     try:
         return db.group_commit.run(work)
     except db.engine.dialect.loaded_dbapi.IntegrityError:
@@ -112,6 +118,7 @@ def _record(
     own_app_id: int | None,
     kinds: Kinds,
     max_event_age: float | None,
+    traceparent: str | None,
     cur: Cursor,
 ) -> IntakeResult:
     looked_up = _lookup(sql, cur, event)
@@ -153,7 +160,7 @@ def _record(
     if not first:
         cur.execute(sql(REPEATED), (Ignored.REPEATED_TRIGGER, delivery_row_id))
         return IntakeResult(200, Ignored.REPEATED_TRIGGER)
-    return _apply(sql, cur, decision, delivery_row_id, kinds)
+    return _apply(sql, cur, decision, delivery_row_id, kinds, traceparent)
 
 
 def _first_trigger(sql: Sql, cur: Cursor, command: Command, delivery: Row) -> bool:
@@ -173,7 +180,12 @@ def _asked_again(sql: Sql, cur: Cursor, event: Event) -> bool:
 
 
 def _apply(
-    sql: Sql, cur: Cursor, decision: Action | Ignored, delivery_row_id: int, kinds: Kinds
+    sql: Sql,
+    cur: Cursor,
+    decision: Action | Ignored,
+    delivery_row_id: int,
+    kinds: Kinds,
+    traceparent: str | None,
 ) -> IntakeResult:
     if isinstance(decision, Ignored):
         return IntakeResult(204, decision)
@@ -188,7 +200,7 @@ def _apply(
         return IntakeResult(202, "authorization revoked")
     result = IntakeResult(202, decision.kind)
     for number in decision.numbers or (None,):
-        job_id, created = _enqueue(sql, cur, decision, number, delivery_row_id, kinds)
+        job_id, created = _enqueue(sql, cur, decision, number, delivery_row_id, kinds, traceparent)
         result.job_ids.append(job_id)
         if not created:
             result.joined.append(job_id)
@@ -202,13 +214,14 @@ def _enqueue(
     number: int | None,
     delivery_row_id: int,
     kinds: Kinds,
+    traceparent: str | None = None,
 ) -> tuple[int, bool]:
     """Create the job (and its outbox row) unless a live one with its key exists, which it
     joins; returns (id, created). Only the same person's repeat, or another failed run of an
     automatic CI fix, has the same key (`Command.live_key` says why)."""
     key = command.live_key(number, kinds)
     now = sql.ts(utcnow())
-    values = (
+    values: tuple[object, ...] = (
         command.kind,
         command.repo,
         command.repo_id,
@@ -225,11 +238,15 @@ def _enqueue(
         delivery_row_id,
         now,
     )
+    traced = traceparent is not None  # the delivery span's context, while traces are on
+    if traced:
+        values = (*values, traceparent)
     for _ in range(3):  # the live job can finish between the insert and the look-up
         if sql.sqlite:
-            cur.execute(sql(JOB), values)
+            cur.execute(sql(TRACED_JOB if traced else JOB), values)
         else:  # the outbox row in the same round trip
-            cur.execute(sql(JOB_AND_OUTBOX), (*values, now))
+            statement = TRACED_JOB_AND_OUTBOX if traced else JOB_AND_OUTBOX
+            cur.execute(sql(statement), (*values, now))
         rows = cur.fetchall()
         if rows:
             if sql.sqlite:

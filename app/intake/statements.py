@@ -22,6 +22,10 @@ JOB = (
     " created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %j, 0, %j, %j, %s, %s)"
     " ON CONFLICT DO NOTHING RETURNING id"
 )
+# The same with the delivery span's W3C traceparent, while traces are on (app.core.tracing).
+TRACED_JOB = JOB.replace(" created_at)", " created_at, traceparent)").replace(
+    "%s, %s) ON", "%s, %s, %s) ON"
+)
 LIVE_JOB = "SELECT id FROM jobs WHERE live_key = %s"
 TRIGGER = (
     "INSERT INTO job_triggers (trigger_key, delivery_id, created_at) VALUES (%s, %s, %s)"
@@ -73,3 +77,4 @@ JOB_AND_OUTBOX = (
     f"WITH j AS ({JOB}), o AS (INSERT INTO outbox (job_id, created_at, publish_attempts)"  # noqa: S608 - constants only
     " SELECT id, %s, 0 FROM j) SELECT id FROM j"
 )
+TRACED_JOB_AND_OUTBOX = JOB_AND_OUTBOX.replace(JOB, TRACED_JOB)

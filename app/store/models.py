@@ -133,6 +133,9 @@ class Job(Base):
     # The check run `onloop/<kind>` the job opened: concluded from outside its run by id, as
     # its head may have moved since (tasks.feedback.listeners, the watchdog).
     check_run_id: Mapped[int | None] = mapped_column(BigInteger)
+    # The W3C traceparent of the delivery span that made the job, while traces are on: the
+    # worker's job span is its child, so one trace holds both (app.core.tracing).
+    traceparent: Mapped[str | None] = mapped_column(String(55))
     lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # Indexed for /jobs: newest first, and its since/until filters (migration 0010).
     created_at: Mapped[datetime] = mapped_column(

@@ -9,6 +9,7 @@ from app.core.kinds import KINDS, Kinds, sandboxed
 from app.core.logs import get_logger
 from app.core.settings import Settings
 from app.core.telemetry import Telemetry
+from app.core.tracing import Tracing
 from app.store.db import Database
 from app.web import health, oauth, setup, webhooks
 from app.web.metrics import Metrics
@@ -21,19 +22,24 @@ def create_app(
     db: Database | None = None,
     kinds: Kinds = KINDS,
     setup_code: str | None = None,
+    tracing: Tracing | None = None,
 ) -> Flask:
     """Build the web app for `settings`; pass `db` to share an engine (tests), `kinds` for
     another table of job kinds (app.core.kinds.KINDS by default), `setup_code` for the code
-    /setup asks for (printed on the console by whoever starts the server; a new one if None)."""
+    /setup asks for (printed on the console by whoever starts the server; a new one if None),
+    `tracing` for traces of its own (tests); by default as the OTEL_* variables say."""
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     database = db or Database(settings.database_url)
+    traces = tracing if tracing is not None else Tracing.from_env("onloop-web")
+    traces.instrument_web(app, database.engine)
     app.extensions[EXTENSION] = Onloop(
         settings=settings,
         db=database,
         metrics=Metrics(database, Telemetry(settings.redis_url), settings, sandboxed(kinds)),
         log=get_logger("onloop.web"),
         kinds=kinds,
+        tracer=traces.tracer("onloop.web"),
     )
 
     app.register_blueprint(webhooks.bp)

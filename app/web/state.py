@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import structlog
 from flask import Flask
+from opentelemetry.trace import Tracer
 
 from app.core.kinds import Kinds
 from app.core.settings import Settings
@@ -59,6 +60,7 @@ class Onloop:
     metrics: Metrics
     log: structlog.stdlib.BoundLogger
     kinds: Kinds  # the job kinds `decide` may route to
+    tracer: Tracer | None = None  # None while traces are off: intake does no span work
     db_outage: DatabaseOutage = field(default_factory=DatabaseOutage)
 
 

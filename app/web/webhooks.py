@@ -7,6 +7,7 @@ import structlog
 from flask import Blueprint, Response, current_app, jsonify, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
+from app.core.tracing import traceparent_of
 from app.intake.events import OUTCOME_HEADER, BadRequest, Event
 from app.intake.record import IntakeResult, record
 from app.store.db import Database
@@ -28,7 +29,7 @@ def _unavailable(db: Database) -> tuple[type[BaseException], ...]:
     return (*wrapped, sqlalchemy.exc.TimeoutError, dbapi.OperationalError, dbapi.InterfaceError)
 
 
-def _record(state: Onloop, event: Event) -> IntakeResult | None:
+def _record(state: Onloop, event: Event, traceparent: str | None) -> IntakeResult | None:
     """`record`, or None when the database is unreachable (logged once per outage)."""
     try:
         result = record(
@@ -38,6 +39,7 @@ def _record(state: Onloop, event: Event) -> IntakeResult | None:
             state.settings.app_id,
             state.kinds,
             state.settings.max_event_age,
+            traceparent,
         )
     except _unavailable(state.db) as exc:
         state.db_outage.failed(exc, state.log)
@@ -80,18 +82,42 @@ def github() -> Response:
     except BadRequest as exc:
         state.metrics.delivery("unknown", f"rejected_{exc.status}")
         return _answer(exc.status, error=exc.message)
+    tracer = state.tracer
+    if tracer is None:  # traces off: nothing more per delivery
+        return _delivered(state, event, None)[0]
+    attributes = {
+        "onloop.delivery.guid": event.delivery_guid,
+        "onloop.github.event": event.name,
+        "onloop.github.action": event.action or "",
+        "onloop.repo": event.repo or "",
+    }
+    with tracer.start_as_current_span("webhook.delivery", attributes=attributes) as span:
+        response, result = _delivered(state, event, traceparent_of(span))
+        span.set_attribute("onloop.delivery.status", response.status_code)
+        if result is not None:
+            span.set_attribute("onloop.delivery.outcome", str(result.outcome)[:200])
+            span.set_attribute("onloop.job_ids", result.job_ids)
+            if result.joined:  # jobs already live: they stay in the first delivery's trace
+                span.set_attribute("onloop.job_ids.joined", result.joined)
+        return response
+
+
+def _delivered(
+    state: Onloop, event: Event, traceparent: str | None
+) -> tuple[Response, IntakeResult | None]:
+    """Record a verified delivery and answer it; `traceparent` goes on the jobs it makes."""
     # Every line of this request, onloop's and the libraries', carries the delivery's GUID.
     with structlog.contextvars.bound_contextvars(delivery_guid=event.delivery_guid):
-        result = _record(state, event)
+        result = _record(state, event, traceparent)
         if result is None:  # nothing recorded, so not acknowledged: GitHub shows it failed
             state.metrics.delivery(event.name, "503")
             response = _answer(503, error="database unavailable: deliver again later")
             response.headers["Retry-After"] = str(RETRY_AFTER)
-            return response
+            return response, None
         state.metrics.delivery(event.name, str(result.status))
         if result.status == 400:
             state.log.info("delivery.rejected", gh_event=event.name, error=result.outcome)
-            return _answer(400, error=result.outcome)
+            return _answer(400, error=result.outcome), result
         if result.status != 200 and (event.name, event.action) == ("pull_request", "closed"):
             _count_closed_pull(state, event)
         state.log.info(
@@ -104,11 +130,12 @@ def github() -> Response:
             jobs=result.job_ids,
         )
     if result.status == 204:
-        return _answer(204, outcome=result.outcome)
-    return _answer(
+        return _answer(204, outcome=result.outcome), result
+    response = _answer(
         result.status,
         outcome=result.outcome,
         jobs=result.job_ids,
         joined=result.joined,
         cancelled=result.cancelled,
     )
+    return response, result

@@ -12,6 +12,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from opentelemetry import trace
+
+from app.core.tracing import span
+
 USERNAME = "x-access-token"
 TOKEN_VAR = "ONLOOP_GIT_ASKPASS_TOKEN"  # noqa: S105 - a variable's name, not a secret
 USER_VAR = "ONLOOP_GIT_ASKPASS_USER"
@@ -53,6 +57,10 @@ _PASS_THROUGH = (
     "SSL_CERT_FILE",
     "SSL_CERT_DIR",
 )
+# Git's options that take a value as the next argument (before the subcommand).
+_VALUED_OPTIONS = frozenset({"-c", "-C", "--git-dir", "--work-tree", "--namespace"})
+# OpenTelemetry's global provider, a no-op unless the worker turned traces on (app.core.tracing).
+tracer = trace.get_tracer("onloop.git")
 _URL_CREDENTIALS = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)[^/@\s]+@", re.I)
 
 
@@ -140,6 +148,20 @@ def git_env(token: str | None, extra: Mapping[str, str] | None = None) -> dict[s
     return env
 
 
+def subcommand(args: Sequence[str]) -> str:
+    """The git subcommand in `args` (`fetch`, `push`...): what a span may say of a git run,
+    never its URLs or other arguments."""
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in _VALUED_OPTIONS:
+            skip = True
+        elif not arg.startswith("-"):
+            return arg
+    return ""
+
+
 def git(
     args: Sequence[str],
     cwd: Path | str | None = None,
@@ -160,19 +182,21 @@ def git(
     for key, value in (config or {}).items():
         extra_config += ["-c", f"{key}={value}"]
     cmd = ["git", *HARDENING, *extra_config, *args]
-    try:
-        proc = subprocess.run(
-            cmd,
-            cwd=cwd,
-            env=git_env(secret, env),
-            input=input,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise GitError(args, -1, f"timed out after {timeout:g}s") from exc
+    with span(tracer, "git", {"git.subcommand": subcommand(args)}) as current:
+        try:
+            proc = subprocess.run(
+                cmd,
+                cwd=cwd,
+                env=git_env(secret, env),
+                input=input,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise GitError(args, -1, f"timed out after {timeout:g}s") from exc
+        current.set_attribute("git.exit_code", proc.returncode)
     result = subprocess.CompletedProcess(
         list(args), proc.returncode, redact(proc.stdout, secret), redact(proc.stderr, secret)
     )

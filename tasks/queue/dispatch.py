@@ -9,9 +9,11 @@ from datetime import timedelta
 
 from celery import Celery
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from app.core.logs import get_logger
 from app.core.queues import QUEUE, RUN_JOB
+from app.core.tracing import within
 from app.store.db import Database
 from app.store.models import Job, JobState, Outbox, aware, utcnow
 from tasks.feedback import listeners as feedback
@@ -32,11 +34,13 @@ from tasks.runner.run import DATABASE_DOWN, why_down
 log = get_logger("onloop.dispatch")
 
 
-def publish_pending(db: Database, celery: Celery, batch: int = 100) -> int:
+def publish_pending(db: Database, celery: Celery, batch: int = 100, traced: bool = False) -> int:
     """Publish up to `batch` outbox rows; returns how many went out.
 
     A row is marked published in the same transaction that holds its row lock, after the
     broker accepted the message; on PostgreSQL SKIP LOCKED lets several dispatchers share work.
+    `traced` (traces on): each message goes out in its job's trace, the delivery's, so
+    Celery's instrumentation carries that context in the message's headers to the worker.
     """
     sent = 0
     with db.transaction() as s:
@@ -49,15 +53,17 @@ def publish_pending(db: Database, celery: Celery, batch: int = 100) -> int:
                 .with_for_update(skip_locked=True)
             )
         )
+        parents = _traceparents(s, [row.job_id for row in rows]) if traced and rows else {}
         for row in rows:
             try:
-                celery.send_task(
-                    RUN_JOB,
-                    args=[row.job_id],
-                    queue=QUEUE,
-                    task_id=f"job-{row.job_id}-{row.id}",
-                    retry=False,
-                )
+                with within(parents.get(row.job_id)):
+                    celery.send_task(
+                        RUN_JOB,
+                        args=[row.job_id],
+                        queue=QUEUE,
+                        task_id=f"job-{row.job_id}-{row.id}",
+                        retry=False,
+                    )
             except Exception as exc:
                 row.publish_attempts += 1
                 row.last_error = f"{type(exc).__name__}: {exc}"[:500]
@@ -66,6 +72,12 @@ def publish_pending(db: Database, celery: Celery, batch: int = 100) -> int:
             row.published_at = utcnow()
             sent += 1
     return sent
+
+
+def _traceparents(s: Session, job_ids: list[int]) -> dict[int, str | None]:
+    """The stored traceparent of each job (app.core.tracing)."""
+    found = s.execute(select(Job.id, Job.traceparent).where(Job.id.in_(job_ids)))
+    return {job_id: parent for job_id, parent in found}
 
 
 def settle_given_up(
@@ -134,8 +146,10 @@ class Dispatcher:
         watchdog_interval: float = 60.0,
         broker: BrokerWatch | None = None,
         broker_interval: float = 1.0,
+        traced: bool = False,
     ) -> None:
         self.context = context  # a given-up job's context, for its GitHub calls
+        self.traced = traced  # traces on: messages go out in their jobs' traces
         self.owner = owner_id()
         self.authorization_wait = authorization_wait
         self.housekeeping, self.housekeeping_interval = housekeeping, housekeeping_interval
@@ -189,7 +203,7 @@ class Dispatcher:
                 settle_given_up(self.context, self.db, self.owner)
             except Exception as exc:
                 log.warning("dispatch.settle_given_up_failed", error=f"{type(exc).__name__}: {exc}")
-        return publish_pending(self.db, self.celery)
+        return publish_pending(self.db, self.celery, traced=self.traced)
 
     def _watch_broker(self, now: float) -> None:
         """Look at the broker once a `broker_interval`; when it came back, restarted or lost

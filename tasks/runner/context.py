@@ -7,16 +7,19 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from opentelemetry.trace import Tracer
+from opentelemetry.util.types import AttributeValue
 from sqlalchemy import select
 
 from app.core.jobevents import JobEvent, JobEvents
 from app.core.kinds import KINDS, Kinds
 from app.core.settings import Settings
 from app.core.telemetry import Telemetry
+from app.core.tracing import span
 from app.github.clients import GitHubApp
 from app.intake.commands import Command, CommandParams
 from app.policy.org_config import OrgConfigLoader
@@ -82,6 +85,8 @@ class JobContext:
     once: Once | None = None
     # The lease this run of the job holds (tasks.runner.lease); None outside a run.
     owner: str | None = None
+    # The worker's tracer while traces are on (app.core.tracing): a span for each step.
+    tracer: Tracer | None = None
     # The worker's publisher of job events (the job page's live updates); a no-op without Redis.
     events: JobEvents = field(default_factory=lambda: JobEvents(None))
 
@@ -198,6 +203,17 @@ class JobContext:
             except Exception:
                 log.warning("job listener failed on %s", event, exc_info=True)
 
+    def _step_span(self, name: str, kind: StepKind) -> AbstractContextManager[object]:
+        """The step's span, or nothing while traces are off."""
+        if self.tracer is None:
+            return nullcontext()
+        attributes: dict[str, AttributeValue] = {
+            "onloop.step": name,
+            "onloop.step.kind": str(kind),
+            "onloop.job.id": self.job.id,
+        }
+        return span(self.tracer, f"step {name}", attributes)
+
     @contextmanager
     def step(self, name: str, kind: StepKind = StepKind.DETERMINISTIC) -> Iterator[StepRecord]:
         """Record a step's state, duration and output tail on the job."""
@@ -206,8 +222,10 @@ class JobContext:
         self.steps.append(record)
         self._save_steps()
         started = time.monotonic()
+        traced = self._step_span(name, kind)
         try:
-            yield record
+            with traced:
+                yield record
         except Cancelled:
             record.state = StepState.CANCELLED
             raise

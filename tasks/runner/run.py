@@ -5,13 +5,16 @@ from __future__ import annotations
 import contextvars
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 import redis
 import structlog
+from opentelemetry import trace
+from opentelemetry.trace import Link, Tracer
+from opentelemetry.util.types import AttributeValue
 from sqlalchemy import select, update
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
@@ -21,6 +24,7 @@ from app.core.kinds import KINDS, Kinds
 from app.core.logs import get_logger
 from app.core.settings import Settings
 from app.core.telemetry import Telemetry
+from app.core.tracing import context_of, span
 from app.github import audit as github_audit
 from app.github.clients import GitHubApp
 from app.policy.org_config import OrgConfigLoader
@@ -90,6 +94,8 @@ class JobRunner:
     workplace: Callable[[], Workplace] | None = field(kw_only=True)
     kinds: Kinds = field(default_factory=lambda: KINDS)
     org_config: OrgConfigLoader = field(default_factory=OrgConfigLoader)
+    # The worker's tracer while traces are on (app.core.tracing); None: no span work.
+    tracer: Tracer | None = field(default=None, kw_only=True)
     events: JobEvents = field(default_factory=lambda: JobEvents(None))
 
     def run(self, job_id: int, requeue: Requeue | None = None) -> str:
@@ -103,6 +109,35 @@ class JobRunner:
                 log.info("job.not_claimed", job_id=job_id, state=row and row.state)
                 return f"skipped ({row and row.state})"
             s.expunge(row)
+        if self.tracer is None:
+            return self._run_queued(row, requeue)
+        with self._job_span(self.tracer, row) as current:
+            outcome = self._run_queued(row, requeue)
+            current.set_attribute("onloop.job.outcome", str(outcome))
+            return outcome
+
+    def _job_span(self, tracer: Tracer, row: Job) -> AbstractContextManager[trace.Span]:
+        """The job's span: a child of the delivery's, whose traceparent intake stored on the
+        row. Under Celery's span of the message (which the dispatcher sent in that same
+        trace) it is that span's child; under another trace's, linked to it."""
+        current = trace.get_current_span().get_span_context()
+        delivery = context_of(row.traceparent)
+        parent, links = None, []
+        if delivery is not None:
+            stored = trace.get_current_span(delivery).get_span_context()
+            if not current.is_valid or current.trace_id != stored.trace_id:
+                parent, links = delivery, [Link(current)] if current.is_valid else []
+        attributes: dict[str, AttributeValue] = {
+            "onloop.job.id": row.id,
+            "onloop.job.kind": row.kind,
+            "onloop.repo": row.repo,
+            "onloop.job.attempt": row.attempts,
+        }
+        return span(tracer, "job", attributes, context=parent, links=links)
+
+    def _run_queued(self, row: Job, requeue: Requeue | None) -> str:
+        """Run the queued job `row`: under the caps when its kind is sandboxed."""
+        job_id = row.id
         spec = self.kinds.get(row.kind)
         caps = self.limiter if spec is not None and spec.sandboxed else None
         if caps is None:
@@ -200,6 +235,7 @@ class JobRunner:
                 kinds=self.kinds,
                 once=self.once,
                 owner=owner,
+                tracer=self.tracer,
                 events=self.events,
             )
             ctx.head_sha = job.head_sha

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -194,3 +195,35 @@ def test_a_sandbox_image_without_the_setup_tools_fails_and_is_named(
         healthy.model_copy(update={"sandbox_backend": "docker", "sandbox_image": IMAGE}), capsys
     )
     assert f"ok   docker: daemon up, image {IMAGE} present, self-check ok" in out, out
+
+
+@pytest.mark.parametrize(
+    ("environ", "line"),
+    [
+        ({}, "ok   traces: off (no OTEL_* variable switches them on)"),
+        (
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": "https://user:secret@collector.example:4318/x"},
+            "ok   traces: on: OTLP/HTTP to https://collector.example:4318",
+        ),
+        ({"OTEL_TRACES_EXPORTER": "console"}, "ok   traces: on: printed on standard output"),
+        (
+            {"OTEL_TRACES_EXPORTER": "jaeger"},
+            "FAIL traces: OTEL_TRACES_EXPORTER=jaeger: onloop supports one of otlp, console, none",
+        ),
+    ],
+)
+def test_doctor_says_whether_traces_are_on(
+    environ: dict[str, str],
+    line: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for name in [k for k in os.environ if k.startswith("OTEL_")]:
+        monkeypatch.delenv(name)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    run_doctor(Settings(database_url=f"sqlite:///{tmp_path}/none.db", sandbox_backend="local"))
+    (found,) = [x for x in capsys.readouterr().out.splitlines() if " traces: " in x]
+    assert found.startswith(line), found
+    assert "secret" not in found and "user" not in found
