@@ -1,0 +1,144 @@
+"""Beat's schedule tick against the GitHub double, a real database and Redis: two ticks over
+one slot make one job, as its owner; an owner who cannot act is skipped and told once."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from app.core.kinds import Kind
+from app.core.settings import Settings
+from app.store.db import Database
+from app.store.models import AuditEntry, Job, JobState, Outbox
+from app.store.schedule_slots import ScheduleOutcome, slots
+from tasks.queue.schedules import SKIPPED, Fired
+from tests.doubles.github.double import GitHubDouble
+from tests.doubles.github.settings import settings_for
+from tests.doubles.schedules import REPO, Beat, installed_repo, schedule_file, sign_in
+
+BEFORE = datetime(2026, 12, 4, 2, 0, tzinfo=UTC)  # the schedule is first seen: armed
+SLOT = datetime(2026, 12, 4, 3, 0, tzinfo=UTC)  # its next slot, `0 3 * * *`
+
+
+@pytest.fixture
+def settings(github_double: GitHubDouble, database_url: str, tmp_path: Path) -> Settings:
+    redis_url = os.environ.get("ONLOOP_TEST_REDIS_URL", "redis://127.0.0.1:6379/9")
+    return settings_for(github_double, tmp_path, database_url=database_url, redis_url=redis_url)
+
+
+@pytest.fixture
+def beats(settings: Settings) -> Iterator[tuple[Beat, Beat]]:
+    pair = (Beat(settings), Beat(settings))
+    yield pair
+    for beat in pair:
+        beat.close()
+
+
+def together(beats: tuple[Beat, Beat], now: datetime) -> list[Fired]:
+    """Both beats tick at the same moment, each in a thread of its own."""
+    start = threading.Barrier(len(beats))
+    results: list[list[Fired]] = [[] for _ in beats]
+    errors: list[BaseException] = []
+
+    def run(index: int) -> None:
+        start.wait()
+        try:
+            results[index] = beats[index].tick(now)
+        except BaseException as exc:  # said below, in the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(beats))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors, errors
+    return [fired for result in results for fired in result]
+
+
+def jobs(db: Database) -> list[Job]:
+    with db.read() as s:
+        return list(s.scalars(select(Job).order_by(Job.id)))
+
+
+def test_two_beats_over_one_slot_make_one_job_as_its_owner(
+    github_double: GitHubDouble, db: Database, beats: tuple[Beat, Beat]
+) -> None:
+    files = {"README.md": "widgets\n", ".github/onloop.yml": schedule_file("fixers", "alice")}
+    installation_id = installed_repo(github_double, db, files)
+    sign_in(github_double, db, "alice")
+
+    first = together(beats, BEFORE)
+    assert [f.outcome for f in first] == [ScheduleOutcome.ARMED]  # no job for the past slot
+    assert jobs(db) == []
+
+    fired = together(beats, SLOT + timedelta(seconds=20))
+    assert [f.outcome for f in fired] == [ScheduleOutcome.QUEUED], fired
+    (job,) = jobs(db)
+    assert fired[0].job_ids == (job.id,)
+    assert (job.kind, job.repo, job.state) == (Kind.RUN_FIXERS, REPO, JobState.QUEUED)
+    assert job.requested_by == "alice" and job.requested_by_id == github_double.user("alice").id
+    assert job.installation_id == installation_id
+    assert job.params["params"] == {"schedule": "nightly", "slot": SLOT.isoformat()}
+    with db.read() as s:
+        assert s.scalars(select(Outbox.job_id)).all() == [job.id]  # the dispatcher sends it
+
+    # Later in the same slot: nothing more. Beat down three days: the latest slot fires
+    # once (joining the owner's still-queued job), not once per missed slot.
+    assert together(beats, SLOT + timedelta(minutes=5)) == []
+    late = together(beats, SLOT + timedelta(days=3, hours=2))
+    assert [(f.outcome, f.slot) for f in late] == [
+        (ScheduleOutcome.QUEUED, SLOT + timedelta(days=3))
+    ]
+    assert [j.id for j in jobs(db)] == [job.id]
+    outcomes = [(row.slot.replace(tzinfo=UTC), row.outcome) for row in slots(db, REPO)]
+    assert outcomes == [
+        (SLOT - timedelta(days=1), ScheduleOutcome.ARMED),
+        (SLOT, ScheduleOutcome.QUEUED),
+        (SLOT + timedelta(days=3), ScheduleOutcome.QUEUED),
+    ]
+
+
+def skipped_entries(db: Database) -> list[AuditEntry]:
+    with db.read() as s:
+        return list(s.scalars(select(AuditEntry).where(AuditEntry.action == SKIPPED)))
+
+
+@pytest.mark.parametrize(
+    ("owner", "signed_in", "says"),
+    [
+        ("carol", False, "@carol has not signed in to onloop"),
+        ("bob", True, "@bob has `read` access to octo/widgets"),
+    ],
+)
+def test_an_owner_who_cannot_act_is_skipped_and_told_once(
+    github_double: GitHubDouble,
+    db: Database,
+    beats: tuple[Beat, Beat],
+    owner: str,
+    signed_in: bool,
+    says: str,
+) -> None:
+    files = {"README.md": "widgets\n", ".github/onloop.yml": schedule_file("fixers", owner)}
+    installed_repo(github_double, db, files)
+    if signed_in:
+        sign_in(github_double, db, owner)
+    beat = beats[0]
+    beat.tick(BEFORE)
+    for day in range(3):
+        (fired,) = beat.tick(SLOT + timedelta(days=day))
+        assert fired.outcome == ScheduleOutcome.SKIPPED and fired.detail is not None
+        assert says in fired.detail
+    assert jobs(db) == []
+    (entry,) = skipped_entries(db)  # once, not per slot
+    assert entry.actor == owner and says in entry.detail["reason"]
+    issues = [i for i in github_double.repo(REPO).issues.values() if i.pull is None]
+    (issue,) = issues
+    assert issue.user == github_double.app.bot_login and says in (issue.body or "")
+    assert "nightly" in issue.title
