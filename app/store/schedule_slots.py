@@ -45,24 +45,19 @@ def claim(db: Database, repo: str, schedule: str, slot: datetime) -> Claim | Non
     statement = insert(ScheduleSlot).values(
         **values, outcome=ScheduleOutcome.CLAIMED, created_at=utcnow()
     )
-    statement = statement.on_conflict_do_nothing(index_elements=["repo", "schedule", "slot"])
+    statement = statement.on_conflict_do_nothing(
+        index_elements=["repo", "schedule", "slot"]
+    ).returning(ScheduleSlot.id)
     with db.write_lock(), db.transaction() as s:
-        if not rowcount(s.execute(statement)):
+        row_id = s.scalar(statement)  # None: the row was there (RETURNING answers no row)
+        if row_id is None:
             return None
-        row_id = s.scalar(
-            select(ScheduleSlot.id).where(
-                ScheduleSlot.repo == repo,
-                ScheduleSlot.schedule == schedule,
-                ScheduleSlot.slot == slot,
-            )
-        )
-        assert row_id is not None
         previous = s.scalar(
             select(ScheduleSlot)
             .where(
                 ScheduleSlot.repo == repo,
                 ScheduleSlot.schedule == schedule,
-                ScheduleSlot.id != row_id,
+                ScheduleSlot.slot < slot,
             )
             .order_by(ScheduleSlot.slot.desc())
             .limit(1)
