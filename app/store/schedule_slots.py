@@ -45,11 +45,11 @@ def claim(db: Database, repo: str, schedule: str, slot: datetime) -> Claim | Non
     statement = insert(ScheduleSlot).values(
         **values, outcome=ScheduleOutcome.CLAIMED, created_at=utcnow()
     )
-    statement = statement.on_conflict_do_nothing(
-        index_elements=["repo", "schedule", "slot"]
-    ).returning(ScheduleSlot.id)
+    first = statement.on_conflict_do_nothing(index_elements=["repo", "schedule", "slot"]).returning(
+        ScheduleSlot.id
+    )
     with db.write_lock(), db.transaction() as s:
-        row_id = s.scalar(statement)  # None: the row was there (RETURNING answers no row)
+        row_id = s.scalar(first)  # None: the row was there (RETURNING answers no row)
         if row_id is None:
             return None
         previous = s.scalar(
