@@ -71,15 +71,21 @@ def run(settings: Settings, db: Database, job_id: int) -> Job:
         return job
 
 
-def test_a_fixers_schedule_opens_its_owners_pull_request(
-    github_double: GitHubDouble, db: Database, settings: Settings
-) -> None:
+def first_slot(double: GitHubDouble, db: Database, settings: Settings, readme: str) -> Job:
+    """alice's `fixers` schedule on a README of `readme`: armed, then its first slot's job run."""
     config = schedule_file("fixers", "alice", extra=FIXER)
-    installed_repo(github_double, db, {"README.md": "widgets   \n", ".github/onloop.yml": config})
-    sign_in(github_double, db, "alice")
+    installed_repo(double, db, {"README.md": readme, ".github/onloop.yml": config})
+    sign_in(double, db, "alice")
     assert ticked(settings, SLOT - timedelta(hours=1))[0].outcome == ScheduleOutcome.ARMED
     job = run(settings, db, fire(settings, SLOT))
     assert job.state == JobState.SUCCEEDED, (job.result, job.steps)
+    return job
+
+
+def test_a_fixers_schedule_opens_its_owners_pull_request(
+    github_double: GitHubDouble, db: Database, settings: Settings
+) -> None:
+    job = first_slot(github_double, db, settings, "widgets   \n")
     number = job.result["pr"]
     pr = github_double.issue(REPO, number)
     assert pr.pull is not None and pr.user == "alice"
@@ -99,11 +105,6 @@ def test_a_fixers_schedule_opens_its_owners_pull_request(
 def test_fixers_that_change_nothing_are_recorded_as_such(
     github_double: GitHubDouble, db: Database, settings: Settings
 ) -> None:
-    config = schedule_file("fixers", "alice", extra=FIXER)
-    installed_repo(github_double, db, {"README.md": "widgets\n", ".github/onloop.yml": config})
-    sign_in(github_double, db, "alice")
-    ticked(settings, SLOT - timedelta(hours=1))  # first seen: armed
-    job = run(settings, db, fire(settings, SLOT))
-    assert job.state == JobState.SUCCEEDED, (job.result, job.steps)
+    job = first_slot(github_double, db, settings, "widgets\n")
     assert job.result["outcome"] == NOTHING
     assert not [i for i in github_double.repo(REPO).issues.values() if i.pull is not None]
