@@ -19,6 +19,7 @@ from app.store.models import AuditEntry, Job, JobState, Outbox
 from app.store.schedule_slots import ScheduleOutcome, slots
 from tasks.queue.schedules import SKIPPED, Fired
 from tests.doubles.github.double import GitHubDouble
+from tests.doubles.github.handlers.actions import add_run
 from tests.doubles.github.settings import settings_for
 from tests.doubles.schedules import REPO, Beat, installed_repo, schedule_file, sign_in
 
@@ -142,3 +143,59 @@ def test_an_owner_who_cannot_act_is_skipped_and_told_once(
     (issue,) = issues
     assert issue.user == github_double.app.bot_login and says in (issue.body or "")
     assert "nightly" in issue.title
+
+
+def fired_once(beat: Beat, now: datetime) -> Fired:
+    """The schedule's slot at `now`, after arming it the slot before."""
+    beat.tick(now - timedelta(days=1))
+    (fired,) = beat.tick(now)
+    return fired
+
+
+def test_fix_ci_starts_a_default_branch_fix_only_when_it_is_red(
+    github_double: GitHubDouble, db: Database, beats: tuple[Beat, Beat]
+) -> None:
+    files = {"README.md": "widgets\n", ".github/onloop.yml": schedule_file("fix_ci", "alice")}
+    installed_repo(github_double, db, files)
+    sign_in(github_double, db, "alice")
+    beat = beats[0]
+    green = fired_once(beat, SLOT)
+    assert green.outcome == ScheduleOutcome.NOTHING and "not red on main" in (green.detail or "")
+    sha = github_double.branch_sha(REPO, "main")
+    assert sha is not None
+    add_run(github_double, REPO, sha, "main", [("lint", "failure", "E501")], event="push")
+    (red,) = beat.tick(SLOT + timedelta(days=1))
+    assert red.outcome == ScheduleOutcome.QUEUED
+    (job,) = jobs(db)
+    assert (job.kind, job.head_sha, job.number, job.requested_by) == (
+        Kind.FIX_CI,
+        sha,
+        None,
+        "alice",
+    )
+    assert job.params["params"]["default_branch"] is True  # a PR from onloop/fix-ci-<sha>
+
+
+def test_review_stale_reviews_open_pull_requests_older_than_its_days(
+    github_double: GitHubDouble, db: Database, beats: tuple[Beat, Beat]
+) -> None:
+    text = schedule_file("review_stale", "alice").replace(
+        "owner: alice", "owner: alice\n    older_than_days: 3"
+    )
+    installed_repo(github_double, db, {"README.md": "widgets\n", ".github/onloop.yml": text})
+    sign_in(github_double, db, "alice")
+    for branch in ("old", "draft"):
+        github_double.create_branch(REPO, branch)
+        github_double.commit(REPO, branch, {f"{branch}.txt": "x\n"}, message=branch)
+    old = github_double.create_pull(REPO, "old", title="Old", user="bob")
+    github_double.create_pull(REPO, "draft", title="Draft", user="bob", draft=True)
+    opened = datetime.now(UTC)
+    beat = beats[0]
+    young = fired_once(beat, opened + timedelta(days=2))  # opened two days before the slot
+    assert young.outcome == ScheduleOutcome.NOTHING
+    stale = beat.tick(opened + timedelta(days=4))
+    assert [f.outcome for f in stale] == [ScheduleOutcome.QUEUED]
+    (job,) = jobs(db)
+    assert (job.kind, job.number, job.requested_by) == (Kind.REVIEW_PR, old.number, "alice")
+    # Reviewed at this head: the next slot does not review it again.
+    assert beat.tick(opened + timedelta(days=5))[0].outcome == ScheduleOutcome.NOTHING
