@@ -25,8 +25,10 @@ def _earlier(work: Work, prefix: str) -> PullRequest | None:
     """An open pull request of an earlier slot of this schedule: the next one waits for it
     to be merged or closed rather than opening another beside it."""
     for pr in work.repo.get_pulls(state="open"):
-        if pr.head.ref.startswith(prefix) and pr.head.repo.full_name == work.repo.full_name:
-            return pr
+        head_repo = pr.head.repo  # None once a fork is deleted
+        if pr.head.ref.startswith(prefix) and head_repo is not None:
+            if head_repo.full_name == work.repo.full_name:
+                return pr
     return None
 
 
