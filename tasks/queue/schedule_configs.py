@@ -19,9 +19,9 @@ from tasks.runner.repo_settings import CONFIG_PATH, remember
 
 log = get_logger("onloop.schedules")
 # A cached file older than this is read again; GitHub answers an unchanged one 304, which
-# costs no rate limit (app/github/conditional.py), and every job on the repository reads
-# the file afresh anyway.
-REFRESH = timedelta(minutes=10)
+# costs no rate limit (app/github/conditional.py). A push to the default branch makes it
+# due at once (app/intake/config_push.py), and every job on the repository reads it afresh.
+REFRESH = timedelta(hours=1)
 
 
 @dataclass(frozen=True)

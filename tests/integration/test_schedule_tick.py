@@ -17,11 +17,14 @@ from app.core.settings import Settings
 from app.store.db import Database
 from app.store.models import AuditEntry, Job, JobState, Outbox
 from app.store.schedule_slots import ScheduleOutcome, slots
+from app.web import create_app
 from tasks.queue.schedules import SKIPPED, Fired
 from tests.doubles.github.double import GitHubDouble
 from tests.doubles.github.handlers.actions import add_run
 from tests.doubles.github.settings import settings_for
+from tests.doubles.payloads import push
 from tests.doubles.schedules import REPO, Beat, installed_repo, schedule_file, sign_in
+from tests.doubles.webhooks import deliver
 
 BEFORE = datetime(2026, 12, 4, 2, 0, tzinfo=UTC)  # the schedule is first seen: armed
 SLOT = datetime(2026, 12, 4, 3, 0, tzinfo=UTC)  # its next slot, `0 3 * * *`
@@ -199,3 +202,18 @@ def test_review_stale_reviews_open_pull_requests_older_than_its_days(
     assert (job.kind, job.number, job.requested_by) == (Kind.REVIEW_PR, old.number, "alice")
     # Reviewed at this head: the next slot does not review it again.
     assert beat.tick(opened + timedelta(days=5))[0].outcome == ScheduleOutcome.NOTHING
+
+
+def test_a_push_to_the_default_branch_has_the_next_tick_read_the_file_again(
+    github_double: GitHubDouble, db: Database, settings: Settings, beats: tuple[Beat, Beat]
+) -> None:
+    files = {"README.md": "widgets\n", ".github/onloop.yml": schedule_file("fixers", "alice")}
+    installed_repo(github_double, db, files)
+    beat = beats[0]
+    assert [f.schedule for f in beat.tick(BEFORE)] == ["nightly"]  # armed
+    renamed = schedule_file("fixers", "alice").replace("nightly", "weekly")
+    github_double.commit(REPO, "main", {".github/onloop.yml": renamed}, message="Rename")
+    assert beat.tick(BEFORE + timedelta(minutes=1)) == []  # the cached file, not re-read
+    client = create_app(settings, db=db).test_client()
+    assert deliver(client, "push", push(github_double, REPO, "refs/heads/main")).status_code < 300
+    assert [f.schedule for f in beat.tick(BEFORE + timedelta(minutes=2))] == ["weekly"]
