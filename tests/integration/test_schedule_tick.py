@@ -13,12 +13,15 @@ import pytest
 from sqlalchemy import select
 
 from app.core.kinds import Kind
+from app.core.queues import SCHEDULE_TICK
 from app.core.settings import Settings
 from app.store.db import Database
 from app.store.models import AuditEntry, Job, JobState, Outbox
 from app.store.schedule_slots import ScheduleOutcome, slots
 from app.web import create_app
+from tasks.queue.celery_app import celery_config
 from tasks.queue.schedules import SKIPPED, Fired
+from tasks.worker import Worker
 from tests.doubles.github.double import GitHubDouble
 from tests.doubles.github.handlers.actions import add_run
 from tests.doubles.github.settings import settings_for
@@ -217,3 +220,18 @@ def test_a_push_to_the_default_branch_has_the_next_tick_read_the_file_again(
     client = create_app(settings, db=db).test_client()
     assert deliver(client, "push", push(github_double, REPO, "refs/heads/main")).status_code < 300
     assert [f.schedule for f in beat.tick(BEFORE + timedelta(minutes=2))] == ["weekly"]
+
+
+def test_beat_sends_the_tick_every_minute_and_a_worker_runs_it(
+    github_double: GitHubDouble, db: Database, settings: Settings
+) -> None:
+    files = {"README.md": "widgets\n", ".github/onloop.yml": schedule_file("fixers", "alice")}
+    installed_repo(github_double, db, files)
+    entry = celery_config(settings)["beat_schedule"]["schedule-tick"]
+    assert (entry["task"], entry["schedule"]) == (SCHEDULE_TICK, 60.0)
+    worker = Worker(settings, db=Database(settings.database_url))
+    try:
+        assert worker.celery().tasks[SCHEDULE_TICK].apply().get() == 1  # the message's task
+    finally:
+        worker.close()
+    assert [row.outcome for row in slots(db, REPO)] == [ScheduleOutcome.ARMED]
