@@ -15,7 +15,7 @@ from app.core.logs import get_logger
 from app.core.markdown import inline_code
 from app.core.settings import Settings
 from app.github.clients import GitHubApp
-from app.github.comments import upsert_issue
+from app.github.comments import open_issue, upsert_issue
 from app.github.conditional import ETagCache
 from app.github.user_tokens import find_user_id
 from app.intake.commands import Command, CommandParams
@@ -92,8 +92,14 @@ def tick(
                 done = Fired(place.repo, schedule.name, slot, ScheduleOutcome.ARMED)
             else:
                 done = _fire(settings, github, db, place, config, schedule, slot, claimed, kinds)
-            log.info("schedule.slot", repo=place.repo, schedule=schedule.name,
-                     slot=slot.isoformat(), outcome=done.outcome, detail=done.detail)  # fmt: skip
+            log.info(
+                "schedule.slot",
+                repo=place.repo,
+                schedule=schedule.name,
+                slot=slot.isoformat(),
+                outcome=done.outcome,
+                detail=done.detail,
+            )
             fired.append(done)
     slots.purge(db, now)
     return fired
@@ -139,10 +145,10 @@ def _fire(
     if not targets:
         return settled(ScheduleOutcome.NOTHING, nothing)
     ids = _enqueue(db, place, repo.id, schedule, slot, owner_id, targets, claimed, kinds)
-    audit.record(
-        db, FIRED, repo=place.repo, actor=schedule.owner,
-        detail={"schedule": schedule.name, "slot": slot.isoformat(), "jobs": ids},
-    )  # fmt: skip
+    detail = {"schedule": schedule.name, "slot": slot.isoformat(), "jobs": ids}
+    audit.record(db, FIRED, repo=place.repo, actor=schedule.owner, detail=detail)
+    if claimed.previous is not None and claimed.previous.outcome == ScheduleOutcome.SKIPPED:
+        _said_resolved(settings, repo, schedule, slot)
     return Fired(place.repo, schedule.name, slot, ScheduleOutcome.QUEUED, None, tuple(ids))
 
 
@@ -271,10 +277,8 @@ def _say_skipped(
     if previous is not None and previous.outcome == ScheduleOutcome.SKIPPED:
         if previous.detail == reason:
             return
-    audit.record(
-        db, SKIPPED, repo=place.repo, actor=schedule.owner,
-        detail={"schedule": schedule.name, "slot": slot.isoformat(), "reason": reason},
-    )  # fmt: skip
+    detail = {"schedule": schedule.name, "slot": slot.isoformat(), "reason": reason}
+    audit.record(db, SKIPPED, repo=place.repo, actor=schedule.owner, detail=detail)
     if repo is None:
         return
     body = (
@@ -284,6 +288,25 @@ def _say_skipped(
     )
     title = f"onloop: the schedule {schedule.name} is skipped"
     try:
-        upsert_issue(repo, f"schedule-{schedule.name}", title, body, settings.bot_login)
+        upsert_issue(repo, _issue_key(schedule), title, body, settings.bot_login)
     except GithubException as exc:  # the audit entry and the slot's row still say it
         log.warning("schedule.unsaid", repo=place.repo, schedule=schedule.name, status=exc.status)
+
+
+def _said_resolved(
+    settings: Settings, repo: Repository, schedule: Schedule, slot: datetime
+) -> None:
+    """The schedule fires again after it was skipped: its issue says so and is closed."""
+    try:
+        issue = open_issue(repo, _issue_key(schedule), settings.bot_login)
+        if issue is not None:
+            issue.create_comment(f"The schedule fired again at {slot:%Y-%m-%d %H:%M} UTC.")
+            issue.edit(state="closed")
+    except GithubException as exc:  # the issue stays open; the slot's row says it fired
+        log.warning(
+            "schedule.unsaid", repo=repo.full_name, schedule=schedule.name, status=exc.status
+        )
+
+
+def _issue_key(schedule: Schedule) -> str:
+    return f"schedule-{schedule.name}"

@@ -150,6 +150,13 @@ def test_an_owner_who_cannot_act_is_skipped_and_told_once(
     assert issue.user == github_double.app.bot_login and says in (issue.body or "")
     assert "nightly" in issue.title
 
+    # Once the owner can act, the next slot fires and the issue is closed.
+    sign_in(github_double, db, owner)
+    github_double.set_permission(REPO, owner, "write")
+    (fired,) = beat.tick(SLOT + timedelta(days=3))
+    assert fired.outcome == ScheduleOutcome.QUEUED
+    assert issue.state == "closed" and len(skipped_entries(db)) == 1
+
 
 def fired_once(beat: Beat, now: datetime) -> Fired:
     """The schedule's slot at `now`, after arming it the slot before."""
