@@ -15,7 +15,6 @@ from app.core.logs import get_logger
 from app.core.markdown import inline_code
 from app.core.settings import Settings
 from app.github.clients import GitHubApp
-from app.github.comments import open_issue, upsert_issue
 from app.github.conditional import ETagCache
 from app.github.user_tokens import find_user_id
 from app.intake.commands import Command, CommandParams
@@ -30,12 +29,12 @@ from app.store.models import Job, JobState, Outbox, aware, utcnow
 from app.store.schedule_slots import Claim, ScheduleOutcome
 from tasks.ci.failures import failed_job_records
 from tasks.queue.schedule_configs import Installed, installed
+from tasks.queue.schedule_notices import said_resolved, say_skipped
 from tasks.runner.people import permitted, role_of
 from tasks.runner.repo_settings import CONFIG_PATH
 
 log = get_logger("onloop.schedules")
 MAX_REVIEWS = 10  # stale pull requests one `review_stale` slot reviews at most
-SKIPPED = "schedule.skipped"  # audit: a slot whose owner cannot act, said once per reason
 FIRED = "schedule.fired"  # audit: a slot that made (or joined) jobs
 VERB = {ScheduleKind.FIX_CI: "fix", ScheduleKind.FIXERS: "fix", ScheduleKind.REVIEW_STALE: "review"}
 
@@ -138,7 +137,7 @@ def _fire(
         _check_owner(settings, repo, config, schedule)
         targets, nothing = _targets(db, repo, schedule, slot)
     except Refused as exc:
-        _say_skipped(settings, db, repo, place, schedule, slot, claimed, str(exc))
+        say_skipped(settings, db, repo, place, schedule, slot, claimed, str(exc))
         return settled(ScheduleOutcome.SKIPPED, str(exc))
     except (GithubException, ConfigError) as exc:  # the next slot tries again
         return settled(ScheduleOutcome.FAILED, f"GitHub or the organisation file: {exc}"[:500])
@@ -148,7 +147,7 @@ def _fire(
     detail = {"schedule": schedule.name, "slot": slot.isoformat(), "jobs": ids}
     audit.record(db, FIRED, repo=place.repo, actor=schedule.owner, detail=detail)
     if claimed.previous is not None and claimed.previous.outcome == ScheduleOutcome.SKIPPED:
-        _said_resolved(settings, repo, schedule, slot)
+        said_resolved(settings, repo, schedule, slot)
     return Fired(place.repo, schedule.name, slot, ScheduleOutcome.QUEUED, None, tuple(ids))
 
 
@@ -259,54 +258,3 @@ def _enqueue(
             ids.append(job.id)
         slots.settle(db, claimed.id, ScheduleOutcome.QUEUED, None, ids, session=s)
     return ids
-
-
-def _say_skipped(
-    settings: Settings,
-    db: Database,
-    repo: Repository | None,
-    place: Installed,
-    schedule: Schedule,
-    slot: datetime,
-    claimed: Claim,
-    reason: str,
-) -> None:
-    """Once per reason, not per slot: an audit entry and one issue in the repository (found
-    again by its marker and edited in place), as there is no thread to answer on."""
-    previous = claimed.previous
-    if previous is not None and previous.outcome == ScheduleOutcome.SKIPPED:
-        if previous.detail == reason:
-            return
-    detail = {"schedule": schedule.name, "slot": slot.isoformat(), "reason": reason}
-    audit.record(db, SKIPPED, repo=place.repo, actor=schedule.owner, detail=detail)
-    if repo is None:
-        return
-    body = (
-        f"onloop skipped the schedule {inline_code(schedule.name)} of `{CONFIG_PATH}` at "
-        f"{slot:%Y-%m-%d %H:%M} UTC: {reason}. It skips each slot until this changes, and "
-        "says so here once. Fix it, or change the schedule's `owner`."
-    )
-    title = f"onloop: the schedule {schedule.name} is skipped"
-    try:
-        upsert_issue(repo, _issue_key(schedule), title, body, settings.bot_login)
-    except GithubException as exc:  # the audit entry and the slot's row still say it
-        log.warning("schedule.unsaid", repo=place.repo, schedule=schedule.name, status=exc.status)
-
-
-def _said_resolved(
-    settings: Settings, repo: Repository, schedule: Schedule, slot: datetime
-) -> None:
-    """The schedule fires again after it was skipped: its issue says so and is closed."""
-    try:
-        issue = open_issue(repo, _issue_key(schedule), settings.bot_login)
-        if issue is not None:
-            issue.create_comment(f"The schedule fired again at {slot:%Y-%m-%d %H:%M} UTC.")
-            issue.edit(state="closed")
-    except GithubException as exc:  # the issue stays open; the slot's row says it fired
-        log.warning(
-            "schedule.unsaid", repo=repo.full_name, schedule=schedule.name, status=exc.status
-        )
-
-
-def _issue_key(schedule: Schedule) -> str:
-    return f"schedule-{schedule.name}"

@@ -20,7 +20,8 @@ from app.store.models import AuditEntry, Job, JobState, Outbox
 from app.store.schedule_slots import ScheduleOutcome, slots
 from app.web import create_app
 from tasks.queue.celery_app import celery_config
-from tasks.queue.schedules import SKIPPED, Fired
+from tasks.queue.schedule_notices import SKIPPED
+from tasks.queue.schedules import Fired
 from tasks.worker import Worker
 from tests.doubles.github.double import GitHubDouble
 from tests.doubles.github.handlers.actions import add_run
