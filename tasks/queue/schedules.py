@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 
 from github import GithubException
 from github.Repository import Repository
+from requests import RequestException
 from sqlalchemy import select
 
 from app.core.kinds import KINDS, Kind, Kinds
@@ -139,7 +140,7 @@ def _fire(
     except Refused as exc:
         say_skipped(settings, db, repo, place, schedule, slot, claimed, str(exc))
         return settled(ScheduleOutcome.SKIPPED, str(exc))
-    except (GithubException, ConfigError) as exc:  # the next slot tries again
+    except (GithubException, ConfigError, RequestException) as exc:  # the next slot tries again
         return settled(ScheduleOutcome.FAILED, f"GitHub or the organisation file: {exc}"[:500])
     if not targets:
         return settled(ScheduleOutcome.NOTHING, nothing)
@@ -176,6 +177,8 @@ def _targets(
         sha = repo.get_branch(repo.default_branch).commit.sha
         if not failed_job_records(repo, {}, sha):
             return [], f"CI is not red on {repo.default_branch} at {sha[:12]}"
+        if _started(db, repo.full_name, Kind.FIX_CI, None, sha):
+            return [], f"onloop already fixed (or is fixing) CI at {sha[:12]}"
         params = CommandParams(default_branch=True)
         return [Target(Kind.FIX_CI, head_sha=sha, params=params)], ""
     cutoff = slot - timedelta(days=schedule.older_than_days)
@@ -183,25 +186,26 @@ def _targets(
     for pr in repo.get_pulls(state="open", sort="created", direction="asc"):
         if len(found) >= MAX_REVIEWS or (aware(pr.created_at) or slot) >= cutoff:
             break
-        if not pr.draft and not _reviewed(db, repo.full_name, pr.number, pr.head.sha):
+        if not pr.draft and not _started(
+            db, repo.full_name, Kind.REVIEW_PR, pr.number, pr.head.sha
+        ):
             found.append(Target(Kind.REVIEW_PR, pr.number, pr.head.sha))
     days = schedule.older_than_days
     return found, f"no open pull request older than {days} day(s) awaits a review"
 
 
-def _reviewed(db: Database, repo: str, number: int, head_sha: str) -> bool:
-    """Whether onloop reviewed (or is reviewing) this head already: a stale PR that has not
-    moved is not reviewed again at every slot."""
+def _started(db: Database, repo: str, kind: str, number: int | None, head_sha: str) -> bool:
+    """Whether a job of `kind` already did (or is doing) this head, and did not fail: a stale
+    pull request or a red branch that has not moved is not worked on again at every slot."""
+    where = Job.number == number if number is not None else Job.number.is_(None)
     with db.read() as s:
-        return (
-            s.scalar(
-                select(Job.id)
-                .where(Job.repo == repo, Job.kind == Kind.REVIEW_PR, Job.number == number)
-                .where(Job.head_sha == head_sha, Job.state != JobState.FAILED)
-                .limit(1)
-            )
-            is not None
+        found = s.scalar(
+            select(Job.id)
+            .where(Job.repo == repo, Job.kind == kind, where, Job.head_sha == head_sha)
+            .where(Job.state != JobState.FAILED)
+            .limit(1)
         )
+    return found is not None
 
 
 def _enqueue(

@@ -188,6 +188,8 @@ def test_fix_ci_starts_a_default_branch_fix_only_when_it_is_red(
         "alice",
     )
     assert job.params["params"]["default_branch"] is True  # a PR from onloop/fix-ci-<sha>
+    (again,) = beat.tick(SLOT + timedelta(days=2))  # still red at that commit: fixed already
+    assert again.outcome == ScheduleOutcome.NOTHING and "already" in (again.detail or "")
 
 
 def test_review_stale_reviews_open_pull_requests_older_than_its_days(
