@@ -15,8 +15,9 @@ MAX_LIST = 1000
 
 # Resolves a relative path to its real location inside the sandbox and refuses anything
 # outside /workspace (a symlink to /etc, say). The path's missing tail, if any, cannot hold
-# symlinks; the existing part is resolved by `realpath` (GNU or busybox).
-_RESOLVE = r"""
+# symlinks; the existing part is resolved by `realpath` (GNU or busybox). Also used by
+# tasks.agent.task_file.
+RESOLVE = r"""
 ws=/workspace
 resolve() {
   p="$ws/$1"; rest=""
@@ -33,7 +34,7 @@ resolve() {
 }
 """
 _READ = (
-    _RESOLVE
+    RESOLVE
     + r"""
 r=$(resolve "$1") || exit 3
 [ -f "$r" ] || { echo "$1: no such file" >&2; exit 4; }
@@ -43,7 +44,7 @@ base64 < "$r"
 """
 )
 _WRITE = (
-    _RESOLVE
+    RESOLVE
     + r"""
 r=$(resolve "$1") || exit 3
 case "$r/" in "$ws/.git/"*) echo "$1: refusing to write inside .git" >&2; exit 3 ;; esac
@@ -54,7 +55,7 @@ for c in "$@"; do printf '%s' "$c"; done | base64 -d > "$r" || exit 4
 """
 )
 _LIST = (
-    _RESOLVE
+    RESOLVE
     + r"""
 r=$(resolve "$1") || exit 3
 [ -d "$r" ] || { echo "$1: not a directory" >&2; exit 4; }
@@ -62,7 +63,7 @@ cd "$r" && find . -mindepth 1 -maxdepth "$2" -name .git -prune -o ! -type d -pri
 """
 )
 _REMOVE = (
-    _RESOLVE
+    RESOLVE
     + r"""
 r=$(resolve "$1") || exit 3
 rm -f "$r"
