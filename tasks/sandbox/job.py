@@ -30,6 +30,13 @@ BUNDLE = ".onloop-out.bundle"
 # uid:gid that owns the image's tool directories (/opt/venv): a snapshot's setup installs as
 # that user, so no job, which runs as the sandbox user, can rewrite what is on its PATH.
 SETUP_USER_LABEL = "onloop.sandbox.setup-user"
+# Stage everything, stop when nothing is staged, else commit with the options in "$@".
+NOTHING_STAGED, NOT_STAGED = 80, 81
+_COMMIT = (
+    f"git add --all || exit {NOT_STAGED}\n"
+    f"git diff --cached --quiet && exit {NOTHING_STAGED}\n"
+    'exec git commit --quiet --no-verify "$@"\n'
+)
 
 
 class SetupFailed(SandboxError):
@@ -46,6 +53,10 @@ class SetupFailed(SandboxError):
     def hint(self) -> str:
         """The refusals in words, for the status comment and check run ('' if none)."""
         return refusal_message(self.refused, self.advice)
+
+
+class CommitFailed(SandboxError):
+    """`git add` or `git commit` failed in the sandbox; the message says which and why."""
 
 
 @dataclass
@@ -266,6 +277,18 @@ def read_workspace_file(workspace: Path, relpath: str, dest: Path, limit: int = 
                     raise ValueError(f"{relpath!r} is larger than {limit} bytes")
                 fout.write(chunk)
     return dest
+
+
+def commit_all(sandbox: Sandbox, message: Sequence[str], env: dict[str, str]) -> bool:
+    """Commit everything changed in the workspace (`message`: git's -m options), in one
+    command; False when nothing changed, CommitFailed saying what failed."""
+    done = sandbox.exec(["/bin/sh", "-c", _COMMIT, "sh", *message], env=env)
+    if done.exit_code == NOTHING_STAGED:
+        return False
+    if not done.ok:
+        what = "stage the changes" if done.exit_code == NOT_STAGED else "commit"
+        raise CommitFailed(f"could not {what}: {done.output.strip()[-500:]}")
+    return True
 
 
 def collect_commits(
