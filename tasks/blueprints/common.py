@@ -30,15 +30,9 @@ from tasks.runner.output import OutputLog
 from tasks.runner.people import NeedsAuthorization, user_token
 from tasks.runner.repo_settings import LoadedConfig
 from tasks.sandbox.base import ExecResult, Sandbox, SandboxError
+from tasks.sandbox.commits import CommitFailed, collect_commits, commit_all
 from tasks.sandbox.egress.policy import refusal_message
-from tasks.sandbox.job import (
-    CommitFailed,
-    JobSandbox,
-    SetupFailed,
-    collect_commits,
-    commit_all,
-    job_sandbox,
-)
+from tasks.sandbox.job import JobSandbox, SetupFailed, job_sandbox
 from tasks.sandbox.trust import HeadTrust
 from tasks.sandbox.workplace import Workplace
 
@@ -152,6 +146,7 @@ class Work:
                     on_start=on_start,
                     trust=trust,
                     scope=scope,
+                    removals=self.ctx.removals,
                 ) as js,
             ):
                 boxes.append(js.sandbox)

@@ -94,6 +94,8 @@ class JobContext:
     # A run's progress feedback, off the job's thread (tasks.runner.feedback_lane); None:
     # listeners are told inline (outside a run).
     feedback: FeedbackLane | None = None
+    # Sandboxes being removed while the job goes on; joined before it ends (None: inline).
+    removals: list[threading.Thread] | None = None
 
     @property
     def workplace(self) -> Workplace:
@@ -217,6 +219,12 @@ class JobContext:
         job's own, so that the status comment and it cannot both be new comments)."""
         if self.feedback is not None:
             self.feedback.settle()
+
+    def sandboxes_removed(self, timeout: float = 120.0) -> None:
+        """Wait until the sandboxes the job left are removed (before its outcome is final)."""
+        deadline = time.monotonic() + timeout
+        for thread in self.removals or []:
+            thread.join(max(0.0, deadline - time.monotonic()))
 
     def _tell_now(self, event: str, *args: Any) -> None:
         for listener in self.listeners:

@@ -243,7 +243,9 @@ class JobRunner:
             # Without an App nothing can reach GitHub: no status comment or check run to try.
             ctx.listeners = self.listeners(ctx) if self.github.configured else []
             ctx.feedback = FeedbackLane()  # GitHub's progress writes overlap the work
+            ctx.removals = []  # and so do sandbox removals (a push need not wait for them)
             state, result = self._run_in_time(ctx)
+            ctx.sandboxes_removed()
             ctx.settle_feedback()  # the status comment's link is in ctx.recorded by now
             if state == JobState.CANCELLED:
                 if self._state_of(job_id) != JobState.CANCELLED:  # not cancelled: taken

@@ -121,6 +121,7 @@ def test_ruff_failure_is_fixed_and_pushed_as_the_pr_author(
     # command, three before) and its bundle
     execs = audit.entries(world.db, job_id=job_id, action=audit.SANDBOX_EXEC)
     assert len(execs) == 7, [e.detail["argv"][:3] for e in execs]
+    assert world.containers() == []  # removed while it pushed, and before the job ended
 
 
 def test_checks_that_still_fail_push_nothing_and_say_which(world: World) -> None:
