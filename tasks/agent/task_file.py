@@ -20,8 +20,7 @@ _BEFORE = (
     RESOLVE
     + r"""
 r=$(resolve "$1") || exit 3
-case "$r/" in "$ws/.git/"*) echo "$1: refusing to write inside .git" >&2; exit 3 ;; esac
-[ -d "$r" ] && { echo "$1: is a directory" >&2; exit 4; }
+writable "$r" "$1" || exit $?
 if [ -f "$r" ] && n=$(wc -c < "$r") && [ "$n" -le "$2" ]; then
   echo was; base64 < "$r" || exit 4
 else
@@ -30,7 +29,7 @@ fi
 mkdir -p "${r%/*}" || exit 4
 exclude=$3
 shift 3
-for c in "$@"; do printf '%s' "$c"; done | base64 -d > "$r" || exit 4
+put "$r" "$@" || exit 4
 (eval "$exclude") >/dev/null 2>&1 || true
 """
 )
@@ -46,8 +45,8 @@ r=$(resolve "$task") || exit 3
 if [ "$mode" = remove ]; then
   rm -f "$r" || exit 4
 else
-  [ -d "$r" ] && { echo "$task: is a directory" >&2; exit 4; }
-  for c in "$@"; do printf '%s' "$c"; done | base64 -d > "$r" || exit 4
+  writable "$r" "$task" || exit $?
+  put "$r" "$@" || exit 4
 fi
 u=$(resolve "$usage") || exit 0
 if [ -f "$u" ] && n=$(wc -c < "$u") && [ "$n" -le "$limit" ]; then

@@ -32,6 +32,14 @@ resolve() {
     *) echo "$1: resolves outside /workspace (refused)" >&2; return 3 ;;
   esac
 }
+writable() {  # $1 a resolved path, $2 the path as asked
+  case "$1/" in "$ws/.git/"*) echo "$2: refusing to write inside .git" >&2; return 3 ;; esac
+  [ ! -d "$1" ] || { echo "$2: is a directory" >&2; return 4; }
+}
+put() {  # $1 a resolved path; the rest: its new content, in base64 chunks
+  t=$1; shift
+  for c in "$@"; do printf '%s' "$c"; done | base64 -d > "$t"
+}
 """
 _READ = (
     RESOLVE
@@ -47,11 +55,10 @@ _WRITE = (
     RESOLVE
     + r"""
 r=$(resolve "$1") || exit 3
-case "$r/" in "$ws/.git/"*) echo "$1: refusing to write inside .git" >&2; exit 3 ;; esac
-[ -d "$r" ] && { echo "$1: is a directory" >&2; exit 4; }
+writable "$r" "$1" || exit $?
 mkdir -p "${r%/*}" || exit 4
 shift
-for c in "$@"; do printf '%s' "$c"; done | base64 -d > "$r" || exit 4
+put "$r" "$@" || exit 4
 """
 )
 _LIST = (

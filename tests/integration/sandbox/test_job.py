@@ -215,16 +215,15 @@ def test_with_removals_the_sandbox_goes_in_a_thread_the_job_joins(
     is joined, neither the sandbox nor its workspace is left."""
     sha = make_repo(git_server.root / "o" / "r.git", PROJECT)
     removals: list[threading.Thread] = []
+    url, cache = git_server.url("o/r"), RepoCache(tmp_path / "cache")
+    kwargs: dict[str, Any] = {"repo": "o/r", "clone_url": url, "image": run_image, "token": token}
     with job_sandbox(
         backend,
-        RepoCache(tmp_path / "cache"),
+        cache,
         job_id=new_job_id(),
-        repo="o/r",
-        clone_url=git_server.url("o/r"),
         rev=sha,
-        image=run_image,
-        workspace_root=tmp_path / "jobs",
-        token=token,
+        workspace_root=tmp_path / "j",
+        **kwargs,
         removals=removals,
     ) as job:
         assert job.sandbox.exec(["true"]).ok
