@@ -157,20 +157,25 @@ def main() -> None:
     cache.mkdir(parents=True, exist_ok=True)
     sizes = [int(s) for s in args.sizes.split(",") if s]
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores, "
-          f"load average {load}, {subprocess.run(['git', '--version'], capture_output=True, "
-          f"text=True).stdout.strip()}")
+    version = subprocess.run(["git", "--version"], capture_output=True, text=True).stdout
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    print(f"{when}, {os.cpu_count()} cores, load average {load}, {version.strip()}")
     for mb in sizes:
         made = build(cache, mb)
         files, tree = tree_stats(made)
-        print(f"{mb} MB repository: objects {pack_mb(made):.0f} MB, main has {files} files, "
-              f"{tree:.0f} MB", flush=True)
+        print(
+            f"{mb} MB repository: objects {pack_mb(made):.0f} MB, main has {files} files, "
+            f"{tree:.0f} MB",
+            flush=True,
+        )
     for mode in [m for m in args.mode.split(",") if m]:
         runs = {mb: measure(mb, mode, cache) for mb in sizes}
         base = runs[sizes[0]]
         print(f"mode {mode}:")
-        print("  size   mirror  first cmd  result  floor  result/floor  first/first@small  "
-              "result/result@small")
+        print(
+            "  size   mirror  first cmd  result  floor  result/floor  first/first@small  "
+            "result/result@small"
+        )
         for mb, pair in runs.items():
             for state, run, small in (("cold", pair[0], base[0]), ("warm", pair[1], base[1])):
                 print(

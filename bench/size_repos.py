@@ -1,9 +1,9 @@
 """Synthetic repositories of a given size for bench/size.py, made with `git fast-import`.
 
-A repository of about `mb` MB (its pack) has mb×40 text files in nested directories,
-mb×5 commits that each change a few of them, and incompressible binary blobs (about 88% of
+A repository of about `mb` MB (its pack) has 40 text files a MB in nested directories, 5
+commits a MB that each change a few of them, and incompressible binary blobs (about 88% of
 the size) of which half are replaced later in history, so history and tree both grow.
-Built once into `cache/size-<mb>.git` and reused; building 1 GB takes about a minute.
+Built once into `cache/size-<mb>.git` and reused; building 1 GB took about two minutes here.
 """
 
 from __future__ import annotations
