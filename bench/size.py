@@ -33,7 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.e2e import Bench, BenchWorld, bench_world
 from bench.e2e_floor import REPO, Floor
 from bench.size_repos import build, pack_mb, tree_stats
-from tasks.sandbox.docker_spec import JOB_LABEL
+from app.store.deployment import deployment_id
+from tasks.sandbox.docker_spec import DEPLOYMENT_LABEL, JOB_LABEL
 from tests.doubles.worker_proc import wait_until
 
 MODES = {"full": 0, "primed": 1}  # warm pool size
@@ -51,11 +52,18 @@ class Run:
 class Execs:
     """Wall-clock times of `docker exec` starts in onloop sandboxes, from Docker's events."""
 
-    def __init__(self) -> None:
+    def __init__(self, deployment: str) -> None:
         self.client = docker.APIClient()
         self.times: list[float] = []
+        # Only this world's: other onloops on the same Docker daemon run sandboxes too.
+        self.label = f"{DEPLOYMENT_LABEL}={deployment}"
         self.stream = self.client.events(
-            decode=True, filters={"type": "container", "event": "exec_start"}
+            decode=True,
+            filters={
+                "type": "container",
+                "event": "exec_start",
+                "label": self.label,
+            },
         )
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -72,7 +80,10 @@ class Execs:
         return min(t for t in self.times if t >= since)
 
     def close(self) -> None:
+        """Stop reading, and remove what the world left (a warm pool's idle container)."""
         self.stream.close()
+        for box in self.client.containers(all=True, filters={"label": self.label}):
+            self.client.remove_container(box["Id"], force=True)
         self.client.close()
 
 
@@ -127,9 +138,10 @@ def one(bench: Bench, plain: Plain, execs: Execs, cold: bool) -> Run:
 def measure(mb: int, mode: str, cache: Path) -> tuple[Run, Run]:
     source = build(cache, mb)
     root = Path(tempfile.mkdtemp(prefix=f"onloop-size-{mb}-", dir="/var/tmp"))
-    execs = Execs()
+    execs: Execs | None = None
     try:
         with bench_world(root, None, 4, MODES[mode]) as world:
+            execs = Execs(deployment_id(world.db))
             bench = Bench(world, Floor(world.double, root))  # its warm clone: the tiny repo
             serve(world, source)
             wait_until(lambda: "ready." in world.worker.output(), 120, "the worker")
@@ -142,7 +154,8 @@ def measure(mb: int, mode: str, cache: Path) -> tuple[Run, Run]:
             warm = one(bench, plain, execs, cold=False)
             warm.primed = bool(ready) and not all(s.exists() for s in ready)
     finally:
-        execs.close()
+        if execs is not None:
+            execs.close()
         shutil.rmtree(root, ignore_errors=True)
     return cold, warm
 
