@@ -30,10 +30,10 @@ import docker
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from app.store.deployment import deployment_id
 from bench.e2e import Bench, BenchWorld, bench_world
 from bench.e2e_floor import REPO, Floor
 from bench.size_repos import build, pack_mb, tree_stats
-from app.store.deployment import deployment_id
 from tasks.sandbox.docker_spec import DEPLOYMENT_LABEL, JOB_LABEL
 from tests.doubles.worker_proc import wait_until
 
