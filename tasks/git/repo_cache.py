@@ -18,6 +18,9 @@ from redis import Redis
 from tasks.git.process import TokenLike, git
 
 HEADS = ("+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*")
+# Parallel checkout (git >= 2.32; older git ignores it): writing a large tree is bound by
+# the disk more than by a core, so more workers than cores still help.
+PARALLEL = {"checkout.workers": "8"}
 _SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 
 
@@ -153,14 +156,15 @@ class RepoCache:
             clone.append("--no-hardlinks")
         with self.lock(repo, shared=True):
             git([*clone, str(mirror), str(dest)], timeout=600)
-        # The workspace is chowned to the sandbox's user after this: without this the change
-        # of ctime would make git re-read every file once, in the job's first `git status`.
+        # The workspace is chowned to the sandbox's user after this: the change of ctime and
+        # of owner would make the job's first git command re-read (hash) every file, seconds
+        # on a large tree. checkStat=minimal leaves mtime and size (racy entries still have
+        # their content compared: https://git-scm.com/docs/racy-git), as trustctime does.
         git(["config", "core.trustctime", "false"], dest)
+        git(["config", "core.checkStat", "minimal"], dest)
         sha = git(["rev-parse", "--verify", f"{rev}^{{commit}}"], dest).stdout.strip()
-        if branch:
-            git(["checkout", "--quiet", "-B", branch, sha], dest, timeout=600)
-        else:
-            git(["checkout", "--quiet", "--detach", sha], dest, timeout=600)
+        move = ["checkout", "--quiet", *(["-B", branch] if branch else ["--detach"]), sha]
+        git(move, dest, timeout=600, config=PARALLEL)
         if origin_url:
             git(["remote", "set-url", "origin", origin_url], dest)
         else:
@@ -194,8 +198,9 @@ class RepoCache:
         sha = git(["rev-parse", "--verify", f"{rev}^{{commit}}"], dest, config=trust)
         target = sha.stdout.strip()
         move = ["checkout", "--quiet", *(["-B", branch] if branch else ["--detach"]), target]
-        if git(move, dest, config=trust, timeout=600, check=False).returncode:
-            git([*move[:2], "--force", *move[2:]], dest, config=trust, timeout=600)
+        moving = {**trust, **PARALLEL}
+        if git(move, dest, config=moving, timeout=600, check=False).returncode:
+            git([*move[:2], "--force", *move[2:]], dest, config=moving, timeout=600)
         if origin_url:
             git(["remote", "set-url", "origin", origin_url], dest, config=trust)
         return target

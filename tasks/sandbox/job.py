@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import functools
 import logging
+import os
 import re
 import shutil
 import tempfile
@@ -22,6 +23,7 @@ from tasks.sandbox.base import ExecResult, Limits, Sandbox, SandboxBackend, Sand
 from tasks.sandbox.docker_backend import DockerBackend, DockerSandbox, exec_ids
 from tasks.sandbox.egress.gateway import EgressGateway, EgressPolicy, Refusal, refusal_message
 from tasks.sandbox.pool import PoolSlot, WarmPool
+from tasks.sandbox.reaper import remove_tree
 from tasks.sandbox.snapshots import DEPENDENCY_FILES, SnapshotStore
 from tasks.sandbox.trust import HeadTrust
 
@@ -179,7 +181,20 @@ def _remove(sandbox: Sandbox | None, slot: PoolSlot | None, workspace: Path) -> 
     except Exception:  # the reaper removes what is left (tasks/sandbox/reaper.py)
         log.warning("could not remove a job's sandbox", exc_info=True)
     finally:
+        remove_later(workspace)
+
+
+def remove_later(workspace: Path) -> None:
+    """Take the workspace out of the way now (a rename) and remove it in the background: a
+    large tree takes seconds to delete, and the job's push comes after its sandbox. The name
+    keeps its prefix, so the reaper (or the pool's sweep) finds it if this process dies."""
+    gone = workspace.with_name(f"{workspace.name}_gone")
+    try:
+        os.rename(workspace, gone)
+    except OSError:
         shutil.rmtree(workspace, ignore_errors=True)
+        return
+    threading.Thread(target=remove_tree, args=(gone,), name="onloop-rm", daemon=True).start()
 
 
 def _fresh(root: Path, job_id: int) -> Path:
