@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from functools import cache
@@ -14,7 +14,12 @@ from typing import Any, Generic, TypeVar
 from sqlalchemy import Engine
 
 T = TypeVar("T")
-Work = Callable[[Any], T]
+Row = Sequence[Any]  # a row's values, as the driver decodes them
+Step = tuple[str, Sequence[object]]  # a statement (as `Sql` gives it) and its parameters
+# A request's writes, as a generator: it yields each statement and is sent back that
+# statement's rows (none for a statement without RETURNING); what it returns is the answer.
+Steps = Generator[Step, Sequence[Row], T]
+Work = Callable[[], Steps[T]]
 
 
 class Sql:
@@ -74,13 +79,20 @@ class GroupCommit:
     up in a single transaction and wakes each request only after that transaction has
     committed.
 
+    A request's writes are a generator of statements (`Steps`), so a lane runs a batch in
+    rounds: the first statement of every request, then the next of every one, and so on. On
+    PostgreSQL a round's requests asking the same statement share one `executemany` in
+    pipeline mode (https://www.psycopg.org/psycopg3/docs/advanced/pipeline.html): one round
+    trip for the whole batch, not one for each request's every statement.
+
     If a batch fails, its items are retried one transaction each, so one bad request
     fails alone. SQLite writers are serialised by `lock` (the database's write lock), and
     with `sqlite` its WAL is checkpointed by a side thread, outside the lock: a checkpoint
     fsyncs, which in the committing thread would stall every waiting request. SQLite has
     one lane (one writer at a time anyway); PostgreSQL takes `lanes`, each on its own
-    connection: a batch spends most of its time waiting for the server's answers, and while
-    one lane waits, another commits the requests that queued up meanwhile.
+    connection: while one lane waits for the server, another commits the requests that
+    queued up meanwhile. `after_commit` runs in the lane after each committed batch, once
+    its requests are woken (it must not raise; say what failed itself).
     """
 
     CHECKPOINT_EVERY = 100  # batches
@@ -91,8 +103,10 @@ class GroupCommit:
         lock: Callable[[], AbstractContextManager[None]],
         sqlite: bool,
         lanes: int = 1,
+        after_commit: Callable[[], None] | None = None,
     ) -> None:
         self._engine, self._lock, self._sqlite = engine, lock, sqlite
+        self._after_commit = after_commit
         self._checkpoint_due = threading.Event()
         self._batches_since = 0
         self._cond = threading.Condition()
@@ -103,7 +117,8 @@ class GroupCommit:
         self._closed = False
 
     def run(self, work: Work[T]) -> T:
-        """Run `work(cursor)` in the next batch; returns once its batch has committed."""
+        """Run the statements of `work()` in the next batch; returns what it returned once its
+        batch has committed."""
         item: _Item[T] = _Item(work)
         with self._cond:
             if self._closed:
@@ -177,7 +192,7 @@ class GroupCommit:
                 cursor = lane.conn.cursor()
                 if self._sqlite:
                     cursor.execute("BEGIN IMMEDIATE")
-                results = [item.work(cursor) for item in batch]
+                results = self._drive(cursor, [item.work for item in batch])
                 lane.conn.commit()
         except BaseException as exc:  # handed to the waiting request
             self._rollback(lane)
@@ -195,6 +210,54 @@ class GroupCommit:
         for item, result in zip(batch, results, strict=True):
             item.result = result
             item.done.set()
+        # Here, after the commit and with its requests answered, is where committed work is
+        # announced (one call per batch, whatever its size).
+        if self._after_commit is not None:
+            self._after_commit()
+
+    def _drive(self, cursor: Any, works: list[Work[Any]]) -> list[Any]:
+        """Each work's generator to its end, in rounds of one statement each (see the class
+        docstring); their answers, in order."""
+        runs = [work() for work in works]
+        results: list[Any] = [None] * len(runs)
+        asked: list[tuple[int, Step]] = []
+
+        def advance(i: int, rows: Sequence[Row] | None) -> None:
+            try:
+                asked.append((i, runs[i].send(rows)))  # type: ignore[arg-type]
+            except StopIteration as stop:
+                results[i] = stop.value
+
+        for i in range(len(runs)):
+            advance(i, None)
+        while asked:
+            groups: dict[str, list[tuple[int, Sequence[object]]]] = {}
+            for i, (statement, parameters) in asked:
+                groups.setdefault(statement, []).append((i, parameters))
+            asked = []
+            for statement, group in groups.items():
+                answers = self._execute(cursor, statement, [p for _, p in group])
+                for (i, _), rows in zip(group, answers, strict=True):
+                    advance(i, rows)
+        return results
+
+    def _execute(
+        self, cursor: Any, statement: str, parameters: list[Sequence[object]]
+    ) -> list[Sequence[Row]]:
+        """`statement` once per parameter set; the rows of each (none without RETURNING)."""
+        if self._sqlite or len(parameters) == 1:
+            answers = []
+            for values in parameters:
+                cursor.execute(statement, values)
+                answers.append(cursor.fetchall() if cursor.description else [])
+            return answers
+        # https://www.psycopg.org/psycopg3/docs/api/cursors.html#psycopg.Cursor.executemany
+        cursor.executemany(statement, parameters, returning=True)
+        answers = []
+        while True:
+            answers.append(cursor.fetchall() if cursor.description else [])
+            if not cursor.nextset():
+                return answers
 
     def _connect(self) -> Any:
         conn = self._engine.raw_connection()

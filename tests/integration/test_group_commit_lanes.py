@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from collections.abc import Callable
 
 import pytest
 
 from app.store.db import POSTGRES_COMMIT_LANES, Database
+from app.store.fastsql import Steps
 
 
 def test_a_second_request_commits_while_the_first_batch_waits(db: Database) -> None:
@@ -17,14 +18,14 @@ def test_a_second_request_commits_while_the_first_batch_waits(db: Database) -> N
     assert POSTGRES_COMMIT_LANES >= 2
     first_started, second_done = threading.Event(), threading.Event()
 
-    def first(cur: Any) -> bool:  # its batch stays open until the second has committed
-        cur.execute("SELECT 1")
+    def first() -> Steps[bool]:  # its batch stays open until the second has committed
+        yield "SELECT 1", ()
         first_started.set()
         return second_done.wait(timeout=20)
 
-    def second(cur: Any) -> int:
-        cur.execute("SELECT 2")
-        return int(cur.fetchone()[0])
+    def second() -> Steps[int]:
+        rows = yield "SELECT 2", ()
+        return int(rows[0][0])
 
     with ThreadPoolExecutor(2) as pool:
         waiting = pool.submit(db.group_commit.run, first)
@@ -35,10 +36,11 @@ def test_a_second_request_commits_while_the_first_batch_waits(db: Database) -> N
 
 
 def test_every_request_of_many_commits_once_across_lanes(db: Database) -> None:
-    def work(i: int) -> Any:
-        def run(cur: Any) -> int:
-            cur.execute(db.sql("SELECT %s"), (i,))
-            return int(cur.fetchone()[0])
+    def work(i: int) -> Callable[[], Steps[int]]:
+        def run() -> Steps[int]:  # two rounds: each answer is its own request's
+            rows = yield db.sql("SELECT %s"), (i,)
+            rows = yield db.sql("SELECT %s * 2"), (int(rows[0][0]),)
+            return int(rows[0][0]) // 2
 
         return run
 
