@@ -17,6 +17,7 @@ from app.intake.statements import (
     CANCEL_INSTALLATION,
     DELIVERY,
     DELIVERY_AND_TRIGGER,
+    DELIVERY_TO_JOB,
     FORGET_USER,
     INSTALLATION,
     JOB,
@@ -27,6 +28,7 @@ from app.intake.statements import (
     OUTBOX,
     REPEATED,
     SET_INSTALLATION,
+    TRACED_DELIVERY_TO_JOB,
     TRACED_JOB,
     TRACED_JOB_AND_OUTBOX,
     TRIGGER,
@@ -128,7 +130,15 @@ def _record(
     values: tuple[object, ...] = (event.delivery_guid, event.name, event.action)
     values += (event.installation_id, event.repo, sender, outcome[:200], sql.ts(utcnow()))
     trigger = decision.trigger if isinstance(decision, Command) else None
-    if trigger is not None and not sql.sqlite:  # one statement for both
+    one_job = isinstance(decision, Command) and len(decision.numbers) <= 1
+    if trigger is not None and not sql.sqlite and one_job:  # a person's command: one statement
+        assert isinstance(decision, Command)
+        number = decision.numbers[0] if decision.numbers else None
+        _, job, now = _job_values(sql, decision, number, kinds)
+        job += (now, traceparent) if traceparent is not None else (now,)
+        statement = DELIVERY_TO_JOB if traceparent is None else TRACED_DELIVERY_TO_JOB
+        rows = yield sql(statement), (*values, trigger, now, *job, now)
+    elif trigger is not None and not sql.sqlite:  # one statement for both
         rows = yield sql(DELIVERY_AND_TRIGGER), (*values, trigger, sql.ts(utcnow()))
     else:
         rows = yield sql(DELIVERY), values
@@ -146,6 +156,10 @@ def _record(
     if not first:
         yield sql(REPEATED), (Ignored.REPEATED_TRIGGER, delivery_row_id)
         return IntakeResult(200, Ignored.REPEATED_TRIGGER)
+    if one_job and not sql.sqlite and len(rows[0]) > 2 and rows[0][2] is not None:
+        assert isinstance(decision, Command)  # its job, made in the same statement
+        return IntakeResult(202, decision.kind, job_ids=[int(rows[0][2])])
+    # (A live job with the command's key, which it joins.)
     return (yield from _apply(sql, decision, delivery_row_id, kinds, traceparent))
 
 
@@ -205,28 +219,9 @@ def _enqueue(
     """Create the job (and its outbox row) unless a live one with its key exists, which it
     joins; returns (id, created). Only the same person's repeat, or another failed run of an
     automatic CI fix, has the same key (`Command.live_key` says why)."""
-    key = command.live_key(number, kinds)
-    now = sql.ts(utcnow())
-    values: tuple[object, ...] = (
-        command.kind,
-        command.repo,
-        command.repo_id,
-        command.installation_id,
-        number,
-        command.head_sha,
-        command.requested_by,
-        command.requested_by_id,
-        JobState.QUEUED,
-        key,
-        sql.json(command.to_params()),
-        "[]",
-        "{}",
-        delivery_row_id,
-        now,
-    )
+    key, values, now = _job_values(sql, command, number, kinds)
     traced = traceparent is not None  # the delivery span's context, while traces are on
-    if traced:
-        values = (*values, traceparent)
+    values = (*values, delivery_row_id, now, *((traceparent,) if traced else ()))
     for _ in range(3):  # the live job can finish between the insert and the look-up
         if sql.sqlite:
             rows = yield sql(TRACED_JOB if traced else JOB), values
@@ -241,6 +236,18 @@ def _enqueue(
         if existing:  # a live job with this key exists: join it
             return int(existing[0][0]), False
     raise RuntimeError(f"could not create or join the live job {key}")
+
+
+def _job_values(
+    sql: Sql, command: Command, number: int | None, kinds: Kinds
+) -> tuple[str, tuple[object, ...], object]:
+    """The job's live key, its values from `kind` to `result` (as JOB lists them), and now."""
+    key = command.live_key(number, kinds)
+    values: tuple[object, ...] = (command.kind, command.repo, command.repo_id)
+    values += (command.installation_id, number)
+    values += (command.head_sha, command.requested_by, command.requested_by_id)
+    values += (JobState.QUEUED, key, sql.json(command.to_params()), "[]", "{}")
+    return key, values, sql.ts(utcnow())
 
 
 def _cancel_stale(sql: Sql, change: CancelStale, kinds: tuple[str, ...]) -> Steps[list[int]]:

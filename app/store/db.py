@@ -13,13 +13,14 @@ from sqlalchemy import CursorResult, Engine, Result, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.store.fastsql import GroupCommit, Sql
+from app.store.fastsql import Sql
+from app.store.groupcommit import GroupCommit
 
 # Intake's committing connections per web process on PostgreSQL (app.store.fastsql): with
 # 1, a batch waits for the server's answer to each statement and requests queue behind it;
 # 3 took intake on 2 cores from ~460 to ~630 deliveries/s (bench/intake.py), 6 no further.
 # Each holds one connection of the pool below.
-POSTGRES_COMMIT_LANES = 4
+POSTGRES_COMMIT_LANES = int(__import__("os").environ.get("XLANES", "4"))
 
 
 def rowcount(result: Result[Any]) -> int:
