@@ -20,7 +20,7 @@ from app.store.groupcommit import GroupCommit
 # 1, a batch waits for the server's answer to each statement and requests queue behind it;
 # 3 took intake on 2 cores from ~460 to ~630 deliveries/s (bench/intake.py), 6 no further.
 # Each holds one connection of the pool below.
-POSTGRES_COMMIT_LANES = int(__import__("os").environ.get("XLANES", "4"))
+POSTGRES_COMMIT_LANES = 4
 
 
 def rowcount(result: Result[Any]) -> int:
