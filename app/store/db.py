@@ -16,9 +16,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.store.fastsql import Sql
 from app.store.groupcommit import GroupCommit
 
-# Intake's committing connections per web process on PostgreSQL (app.store.fastsql): with
-# 1, a batch waits for the server's answer to each statement and requests queue behind it;
-# 3 took intake on 2 cores from ~460 to ~630 deliveries/s (bench/intake.py), 6 no further.
+# Intake's committing connections per web process on PostgreSQL (app.store.groupcommit):
+# with 1, requests queue behind the batch waiting for the server; 3 took intake on 2 cores
+# from ~460 to ~630 deliveries/s (bench/intake.py), 6 no further. With a batch's statements
+# in one round trip each (executemany), 2, 4 and 6 were within the machine's noise.
 # Each holds one connection of the pool below.
 POSTGRES_COMMIT_LANES = 4
 
