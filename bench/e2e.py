@@ -8,8 +8,8 @@ scripted command agent to the pull request, (d) `/agent review` to the review; e
 its floor, the same git and tool commands run directly (bench/e2e_floor.py), with the job's
 steps. `--concurrency`: N rebase jobs from N PRs at once on one worker, against one by one.
 Also the resident memory of an idle web worker, an idle Celery worker and a sandbox at rest.
-The warm pool is off by default (`--pool-size`): a primed slot is moved to the PR's head only,
-so a rebase onto a base that moved since fails there ("invalid upstream").
+The warm pool is on, as in `onloop worker` (ONLOOP_SANDBOX_POOL_SIZE, default 1): a job takes
+a container started ahead, primed with a checkout of its repository (`--pool-size 0`: off).
 Usage: python bench/e2e.py [--runs N] [--concurrency] [--prs N] [--database-url URL]
 """
 
@@ -299,8 +299,8 @@ def main() -> None:
     ap.add_argument(
         "--pool-size",
         type=int,
-        default=0,
-        help="warm sandboxes (0: see above)",
+        default=Settings.model_fields["sandbox_pool_size"].default,
+        help="warm sandboxes (default: the worker's)",
     )
     ap.add_argument("--database-url", help="an empty, migrated database (default SQLite)")
     args = ap.parse_args()

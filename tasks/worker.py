@@ -13,6 +13,7 @@ from celery import Celery
 
 from app.core.jobevents import JobEvents
 from app.core.kinds import KINDS, Kind, Kinds
+from app.core.outbox_bell import BellListener
 from app.core.queues import QUEUE
 from app.core.settings import Settings
 from app.core.telemetry import Telemetry
@@ -189,6 +190,7 @@ class Worker:
             if self.settings.redis_url
             else None,
             traced=self.tracing.enabled,
+            bell=BellListener(self.settings.redis_url),
         )
         dispatcher.start()
         argv = [

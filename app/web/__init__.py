@@ -7,6 +7,7 @@ from werkzeug.exceptions import HTTPException
 
 from app.core.kinds import KINDS, Kinds, sandboxed
 from app.core.logs import get_logger
+from app.core.outbox_bell import OutboxBell
 from app.core.settings import Settings
 from app.core.telemetry import Telemetry
 from app.core.tracing import Tracing
@@ -40,6 +41,7 @@ def create_app(
         log=get_logger("onloop.web"),
         kinds=kinds,
         tracer=traces.tracer("onloop.web"),
+        bell=OutboxBell(settings.redis_url),
     )
 
     app.register_blueprint(webhooks.bp)

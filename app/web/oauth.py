@@ -145,7 +145,10 @@ def _start_session(state: Onloop, response: BaseResponse, user_id: int, login: s
 
 def resume_jobs(state: Onloop, user_id: int, login: str) -> list[int]:
     """Jobs waiting for this person's authorisation go back to the queue."""
-    return resume_waiting(state.db, user_id, login)
+    resumed = resume_waiting(state.db, user_id, login)
+    if resumed:  # committed: the dispatcher need not wait for its next poll
+        state.bell.ring()
+    return resumed
 
 
 def resume_waiting(db: Database, user_id: int, login: str) -> list[int]:

@@ -11,6 +11,7 @@ from flask import Flask
 from opentelemetry.trace import Tracer
 
 from app.core.kinds import Kinds
+from app.core.outbox_bell import OutboxBell
 from app.core.settings import Settings
 from app.store.db import Database
 from app.web.metrics import Metrics
@@ -62,6 +63,7 @@ class Onloop:
     kinds: Kinds  # the job kinds `decide` may route to
     tracer: Tracer | None = None  # None while traces are off: intake does no span work
     db_outage: DatabaseOutage = field(default_factory=DatabaseOutage)
+    bell: OutboxBell = field(default_factory=lambda: OutboxBell(None))  # wakes the dispatcher
 
 
 def onloop(app: Flask) -> Onloop:

@@ -45,6 +45,8 @@ def _record(state: Onloop, event: Event, traceparent: str | None) -> IntakeResul
         state.db_outage.failed(exc, state.log)
         return None
     state.db_outage.recovered(state.log)
+    if len(result.job_ids) > len(result.joined):  # committed new jobs: wake the dispatcher
+        state.bell.ring()
     return result
 
 

@@ -8,6 +8,7 @@ import time
 
 import tasks.agent.workspace as ws
 from tasks.agent.base import AgentResult, AgentTask, Budget, Stop, Transcript, task_markdown
+from tasks.agent.task_file import place_task, restore_task
 from tasks.sandbox.base import WORKDIR, Sandbox, SandboxError
 
 TASK_FILE = "TASK.md"
@@ -44,12 +45,8 @@ class CommandAgent:
         if cancel.is_set():
             return AgentResult(ran=True, summary="the job was cancelled", stopped=Stop.CANCELLED)
         transcript = Transcript(limit=self.tail_chars)
-        try:
-            previous = ws.read_bytes(sandbox, TASK_FILE)
-        except ws.ToolError:
-            previous = None  # none there (or not a regular file: it is not replaced then)
-        ws.write_bytes(sandbox, TASK_FILE, task_markdown(task).encode("utf-8"))
-        sandbox.exec(["/bin/sh", "-c", _EXCLUDE], timeout=30)
+        # None: none there (or not a regular file: it is not put back then)
+        previous = place_task(sandbox, TASK_FILE, task_markdown(task).encode("utf-8"), _EXCLUDE)
         timeout = max(1.0, min(budget.wall_seconds, sandbox.remaining))
         begun = time.monotonic()
         try:
@@ -68,8 +65,8 @@ class CommandAgent:
             stopped = Stop.CANCELLED if cancel.is_set() else Stop.ERROR
             return AgentResult(ran=True, summary=f"the sandbox went away: {exc}", stopped=stopped)
         finally:
-            _restore(sandbox, previous)
-        used = _usage(sandbox)
+            reported = _restore(sandbox, previous)
+        used = _usage(reported)
         output = done.output
         transcript.add(output, max_chars=self.tail_chars, tail=True)
         elapsed = time.monotonic() - begun
@@ -98,16 +95,12 @@ class CommandAgent:
         )
 
 
-def _usage(sandbox: Sandbox) -> tuple[int, int, str]:
-    """What the command reported in $USAGE_FILE (input, output tokens, model), then removed;
-    nothing reported (or not readable as such) counts as none."""
-    if sandbox.stopped:
-        return 0, 0, ""
+def _usage(raw: bytes | None) -> tuple[int, int, str]:
+    """What the command reported in $USAGE_FILE (input, output tokens, model); nothing
+    reported (or not readable as such) counts as none."""
     try:
-        raw = ws.read_bytes(sandbox, USAGE_FILE, limit=10_000)
-        ws.remove_file(sandbox, USAGE_FILE)
-        data = json.loads(raw.decode("utf-8"))
-    except (ws.ToolError, SandboxError, ValueError):
+        data = json.loads(raw.decode("utf-8")) if raw is not None else None
+    except ValueError:
         return 0, 0, ""
     if not isinstance(data, dict):
         return 0, 0, ""
@@ -120,17 +113,17 @@ def _usage(sandbox: Sandbox) -> tuple[int, int, str]:
     return count("input_tokens"), count("output_tokens"), model if isinstance(model, str) else ""
 
 
-def _restore(sandbox: Sandbox, previous: bytes | None) -> None:
+def _restore(sandbox: Sandbox, previous: bytes | None) -> bytes | None:
+    """TASK.md put back, and what the command reported in $USAGE_FILE (then removed), in one
+    command; nothing once the sandbox is gone."""
     if sandbox.stopped:
-        return
+        return None
     try:
-        if previous is None:
-            ws.remove_file(sandbox, TASK_FILE)
-        else:
-            ws.write_bytes(sandbox, TASK_FILE, previous)
+        return restore_task(sandbox, TASK_FILE, previous, USAGE_FILE)
     except (ws.ToolError, SandboxError):
         if not sandbox.stopped:
             raise
+        return None
 
 
 def _last_lines(output: str, count: int = 15, chars: int = 2000) -> str:

@@ -15,8 +15,9 @@ MAX_LIST = 1000
 
 # Resolves a relative path to its real location inside the sandbox and refuses anything
 # outside /workspace (a symlink to /etc, say). The path's missing tail, if any, cannot hold
-# symlinks; the existing part is resolved by `realpath` (GNU or busybox).
-_RESOLVE = r"""
+# symlinks; the existing part is resolved by `realpath` (GNU or busybox). Also used by
+# tasks.agent.task_file.
+RESOLVE = r"""
 ws=/workspace
 resolve() {
   p="$ws/$1"; rest=""
@@ -31,9 +32,17 @@ resolve() {
     *) echo "$1: resolves outside /workspace (refused)" >&2; return 3 ;;
   esac
 }
+writable() {  # $1 a resolved path, $2 the path as asked
+  case "$1/" in "$ws/.git/"*) echo "$2: refusing to write inside .git" >&2; return 3 ;; esac
+  [ ! -d "$1" ] || { echo "$2: is a directory" >&2; return 4; }
+}
+put() {  # $1 a resolved path; the rest: its new content, in base64 chunks
+  t=$1; shift
+  for c in "$@"; do printf '%s' "$c"; done | base64 -d > "$t"
+}
 """
 _READ = (
-    _RESOLVE
+    RESOLVE
     + r"""
 r=$(resolve "$1") || exit 3
 [ -f "$r" ] || { echo "$1: no such file" >&2; exit 4; }
@@ -43,18 +52,17 @@ base64 < "$r"
 """
 )
 _WRITE = (
-    _RESOLVE
+    RESOLVE
     + r"""
 r=$(resolve "$1") || exit 3
-case "$r/" in "$ws/.git/"*) echo "$1: refusing to write inside .git" >&2; exit 3 ;; esac
-[ -d "$r" ] && { echo "$1: is a directory" >&2; exit 4; }
+writable "$r" "$1" || exit $?
 mkdir -p "${r%/*}" || exit 4
 shift
-for c in "$@"; do printf '%s' "$c"; done | base64 -d > "$r" || exit 4
+put "$r" "$@" || exit 4
 """
 )
 _LIST = (
-    _RESOLVE
+    RESOLVE
     + r"""
 r=$(resolve "$1") || exit 3
 [ -d "$r" ] || { echo "$1: not a directory" >&2; exit 4; }
@@ -62,7 +70,7 @@ cd "$r" && find . -mindepth 1 -maxdepth "$2" -name .git -prune -o ! -type d -pri
 """
 )
 _REMOVE = (
-    _RESOLVE
+    RESOLVE
     + r"""
 r=$(resolve "$1") || exit 3
 rm -f "$r"

@@ -30,8 +30,9 @@ from tasks.runner.output import OutputLog
 from tasks.runner.people import NeedsAuthorization, user_token
 from tasks.runner.repo_settings import LoadedConfig
 from tasks.sandbox.base import ExecResult, Sandbox, SandboxError
+from tasks.sandbox.commits import CommitFailed, collect_commits, commit_all
 from tasks.sandbox.egress.policy import refusal_message
-from tasks.sandbox.job import JobSandbox, SetupFailed, collect_commits, job_sandbox
+from tasks.sandbox.job import JobSandbox, SetupFailed, job_sandbox
 from tasks.sandbox.trust import HeadTrust
 from tasks.sandbox.workplace import Workplace
 
@@ -145,6 +146,7 @@ class Work:
                     on_start=on_start,
                     trust=trust,
                     scope=scope,
+                    removals=self.ctx.removals,
                 ) as js,
             ):
                 boxes.append(js.sandbox)
@@ -196,10 +198,6 @@ class Work:
         """Commit everything the job changed in the sandbox, with the trailer that marks
         onloop's own work; False when there was nothing to commit."""
         env = self.identity()
-        run(box, ["git", "add", "--all"], "stage the changes")
-        staged = box.exec(["git", "diff", "--cached", "--quiet"])
-        if staged.exit_code == 0:
-            return False
         bot = self.ctx.settings.bot_login or "onloop[bot]"
         lines = [
             f"{TRAILER}: {self.ctx.job.id}",
@@ -207,8 +205,10 @@ class Work:
             f"Co-authored-by: {bot} <{bot}@users.noreply.github.com>",
         ]
         message = ["-m", subject, "-m", "\n".join(lines)]
-        run(box, ["git", "commit", "--quiet", "--no-verify", *message], "commit", env=env)
-        return True
+        try:
+            return commit_all(box, message, env)
+        except CommitFailed as exc:
+            raise JobFailed(str(exc)) from None
 
     def collect(self, box: Sandbox, base: str) -> str | None:
         """The sandbox's new commits since `base`, now in the mirror; the new tip or None."""

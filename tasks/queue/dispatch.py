@@ -12,6 +12,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.logs import get_logger
+from app.core.outbox_bell import BellListener
 from app.core.queues import QUEUE, RUN_JOB
 from app.core.tracing import within
 from app.store.db import Database
@@ -147,7 +148,9 @@ class Dispatcher:
         broker: BrokerWatch | None = None,
         broker_interval: float = 1.0,
         traced: bool = False,
+        bell: BellListener | None = None,
     ) -> None:
+        self.bell = bell  # intake's ring ends a wait early; the poll stays the safety net
         self.context = context  # a given-up job's context, for its GitHub calls
         self.traced = traced  # traces on: messages go out in their jobs' traces
         self.owner = owner_id()
@@ -249,7 +252,16 @@ class Dispatcher:
                 log.warning("dispatch.failed", error=f"{type(exc).__name__}: {exc}")
                 sent, backoff = 0, min(backoff * 2, 10.0)
             if not sent:
-                self._stop.wait(backoff)
+                self._wait(backoff)
+        if self.bell is not None:
+            self.bell.close()
+
+    def _wait(self, seconds: float) -> None:
+        """Until the next look at the outbox: `seconds`, or less when intake rings."""
+        if self.bell is None:
+            self._stop.wait(seconds)
+        else:
+            self.bell.wait(seconds, self._stop)
 
     def start(self) -> Dispatcher:
         self._thread.start()

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import contextvars
+import copy
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from opentelemetry.trace import Tracer
@@ -26,6 +27,7 @@ from app.policy.org_config import OrgConfigLoader
 from app.store import audit
 from app.store.db import Database
 from app.store.models import Job, JobState
+from tasks.runner.feedback_lane import FeedbackLane
 from tasks.runner.quota import Once
 from tasks.runner.steps import StepKind, StepRecord, StepState
 from tasks.sandbox.workplace import Workplace
@@ -89,6 +91,11 @@ class JobContext:
     tracer: Tracer | None = None
     # The worker's publisher of job events (the job page's live updates); a no-op without Redis.
     events: JobEvents = field(default_factory=lambda: JobEvents(None))
+    # A run's progress feedback, off the job's thread (tasks.runner.feedback_lane); None:
+    # listeners are told inline (outside a run).
+    feedback: FeedbackLane | None = None
+    # Sandboxes being removed while the job goes on; joined before it ends (None: inline).
+    removals: list[threading.Thread] | None = None
 
     @property
     def workplace(self) -> Workplace:
@@ -196,7 +203,30 @@ class JobContext:
         self.tell("steps_changed")
 
     def tell(self, event: str, *args: Any) -> None:
-        """Call `event` on every listener; a listener that fails is logged, not raised."""
+        """Call `event` on every listener; a listener that fails is logged, not raised.
+        With a feedback lane (a job's run), "steps_changed" goes to it and the job does not
+        wait for GitHub; any other event first waits for what the lane holds."""
+        if event == "steps_changed" and self.feedback is not None:
+            seen = copy.copy(self)  # the steps as they are now, not when the lane gets to them
+            seen.steps = [replace(step) for step in self.steps]
+            self.feedback.submit(lambda: seen._tell_now(event))
+            return
+        self.settle_feedback()
+        self._tell_now(event, *args)
+
+    def settle_feedback(self) -> None:
+        """Wait until the progress already told has been written (before a notice of the
+        job's own, so that the status comment and it cannot both be new comments)."""
+        if self.feedback is not None:
+            self.feedback.settle()
+
+    def sandboxes_removed(self, timeout: float = 120.0) -> None:
+        """Wait until the sandboxes the job left are removed (before its outcome is final)."""
+        deadline = time.monotonic() + timeout
+        for thread in self.removals or []:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    def _tell_now(self, event: str, *args: Any) -> None:
         for listener in self.listeners:
             try:
                 getattr(listener, event)(self, *args)

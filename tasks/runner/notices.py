@@ -13,6 +13,7 @@ def notice(ctx: JobContext, repo: Repository, key: str, body: str) -> int | None
     issue or pull request (a red default branch), where there is nowhere to say it."""
     if ctx.job.number is None:
         return None
+    ctx.settle_feedback()  # a status comment being made meanwhile would be a second comment
     issue = repo.get_issue(ctx.job.number)
     comment = upsert_comment(issue, f"job-{ctx.job.id}-{key}", body, ctx.settings.bot_login)
     return int(comment.id)

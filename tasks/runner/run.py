@@ -32,6 +32,7 @@ from app.store import audit
 from app.store.db import Database, rowcount
 from app.store.models import Delivery, Job, JobState, Outbox, aware, utcnow
 from tasks.runner.context import Cancelled, JobContext, JobFailed, JobListener, Runner
+from tasks.runner.feedback_lane import FeedbackLane
 from tasks.runner.lease import Heartbeat, claim, finish, owner_id
 from tasks.runner.limits import Limiter, queue_position
 from tasks.runner.outcomes import outcome_of, too_long
@@ -241,7 +242,11 @@ class JobRunner:
             ctx.head_sha = job.head_sha
             # Without an App nothing can reach GitHub: no status comment or check run to try.
             ctx.listeners = self.listeners(ctx) if self.github.configured else []
+            ctx.feedback = FeedbackLane()  # GitHub's progress writes overlap the work
+            ctx.removals = []  # and so do sandbox removals (a push need not wait for them)
             state, result = self._run_in_time(ctx)
+            ctx.sandboxes_removed()
+            ctx.settle_feedback()  # the status comment's link is in ctx.recorded by now
             if state == JobState.CANCELLED:
                 if self._state_of(job_id) != JobState.CANCELLED:  # not cancelled: taken
                     log.info("job.lost", detail="the job changed hands before it finished")

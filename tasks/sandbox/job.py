@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
-import os
 import re
 import shutil
-import stat
 import tempfile
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +26,6 @@ from tasks.sandbox.snapshots import DEPENDENCY_FILES, SnapshotStore
 from tasks.sandbox.trust import HeadTrust
 
 log = logging.getLogger(__name__)
-BUNDLE = ".onloop-out.bundle"
 # uid:gid that owns the image's tool directories (/opt/venv): a snapshot's setup installs as
 # that user, so no job, which runs as the sandbox user, can rewrite what is on its PATH.
 SETUP_USER_LABEL = "onloop.sandbox.setup-user"
@@ -86,6 +85,7 @@ def job_sandbox(
     on_start: Callable[[Sandbox], object] | None = None,
     trust: HeadTrust = HeadTrust.TRUSTED,
     scope: str = "",
+    removals: list[threading.Thread] | None = None,
 ) -> Iterator[JobSandbox]:
     """A started sandbox with `rev` of `repo` checked out at /workspace; always removed.
 
@@ -95,7 +95,9 @@ def job_sandbox(
     `gateway` and a non-empty `egress` policy (Docker only), setup reaches the allowed
     registries through the gateway's proxy; everything after it runs with no network.
     Snapshots are keyed by `scope` (the installation) and `trust`; an untrusted head's setup
-    runs on a read-only root and no snapshot is looked up or written for it.
+    runs on a read-only root and no snapshot is looked up or written for it. With `removals`,
+    the sandbox and its workspace are removed by a thread added there (the job goes on to
+    push meanwhile; its runner joins them before the job ends), else before this returns.
     """
     limits = limits or Limits()
     cache.ensure(repo, clone_url, token, sha=rev, refs=refs)
@@ -158,13 +160,26 @@ def job_sandbox(
             refused=refused,
         )
     finally:
+        remove = functools.partial(_remove, sandbox, slot, workspace)
+        if removals is None:
+            remove()
+        else:
+            removals.append(threading.Thread(target=remove, name="sandbox-removal", daemon=True))
+            removals[-1].start()
+        if pool is not None:
+            pool.after_job(cache, repo, commit, clone_url, run_image)  # for the next job
+
+
+def _remove(sandbox: Sandbox | None, slot: PoolSlot | None, workspace: Path) -> None:
+    try:
         if sandbox is not None:
             sandbox.stop()
         if slot is not None:
             slot.discard()
+    except Exception:  # the reaper removes what is left (tasks/sandbox/reaper.py)
+        log.warning("could not remove a job's sandbox", exc_info=True)
+    finally:
         shutil.rmtree(workspace, ignore_errors=True)
-        if pool is not None:
-            pool.after_job(cache, repo, commit, clone_url, run_image)  # for the next job
 
 
 def _fresh(root: Path, job_id: int) -> Path:
@@ -238,47 +253,3 @@ def setup_limits(backend: SandboxBackend, image: str, limits: Limits) -> Limits:
     if found is None or int(found[1]) == 0:
         return limits
     return dataclasses.replace(limits, uid=int(found[1]), gid=int(found[2]))
-
-
-def read_workspace_file(workspace: Path, relpath: str, dest: Path, limit: int = 2**31) -> Path:
-    """Copy a file the sandbox wrote to `dest`, refusing symlinks anywhere on the way (the
-    sandbox controls the workspace: it must not make the worker read a host file)."""
-    fd = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    try:
-        parts = [p for p in relpath.split("/") if p]
-        if not parts or any(p in (".", "..") for p in parts):
-            raise ValueError(f"bad workspace path {relpath!r}")
-        for part in parts[:-1]:
-            nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
-            os.close(fd)
-            fd = nxt
-        src = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
-    finally:
-        os.close(fd)
-    with os.fdopen(src, "rb") as fin:
-        if not stat.S_ISREG(os.fstat(fin.fileno()).st_mode):
-            raise ValueError(f"{relpath!r} is not a regular file")
-        with open(dest, "wb") as fout:
-            copied = 0
-            while chunk := fin.read(1 << 20):
-                copied += len(chunk)
-                if copied > limit:
-                    raise ValueError(f"{relpath!r} is larger than {limit} bytes")
-                fout.write(chunk)
-    return dest
-
-
-def collect_commits(
-    sandbox: Sandbox, cache: RepoCache, repo: str, base: str, ref: str
-) -> str | None:
-    """Bring the commits made in the sandbox since `base` into the mirror as `ref` (under
-    refs/onloop/), through a bundle: the worker never runs git in the workspace. The new
-    tip's sha, or None when there are no new commits. Push it with `RepoCache.push`."""
-    made = sandbox.exec(["git", "bundle", "create", f"/workspace/{BUNDLE}", f"^{base}", "HEAD"])
-    if not made.ok:
-        if "empty bundle" in made.stderr:
-            return None
-        raise SandboxError(f"could not bundle the job's commits: {made.stderr.strip()}")
-    with tempfile.TemporaryDirectory(prefix="onloop-bundle-") as tmp:
-        bundle = read_workspace_file(sandbox.workspace, BUNDLE, Path(tmp) / "out.bundle")
-        return cache.import_bundle(repo, bundle, ref)

@@ -166,3 +166,29 @@ def test_help_lists_the_commands_this_repository_allows(world: World) -> None:
     assert "`/agent review`" in reply.body and "`/agent rebase`" not in reply.body
     assert "`/agent cancel`" in reply.body and "`/agent status`" in reply.body
     assert not world.double.checks.runs  # help is an answer, not a check
+
+
+def steps(world: World, job_id: int) -> list[str]:
+    return [step["name"] for step in world.job(job_id).steps or []]
+
+
+def test_the_sandbox_starts_while_the_status_comment_is_being_written(world: World) -> None:
+    """The job does not wait for GitHub's answer to its status comment: its sandbox starts
+    and runs commands while the comment's POST is still held; the comment still comes (one)."""
+    number = pull_request(world)
+    world.authorize("alice")
+    held = world.double.delay_next(
+        seconds=60, method="POST", path_prefix=f"/repos/{REPO}/issues/{number}/comments"
+    )
+    job_id = world.comment("/agent review", "alice", number)
+    try:
+        wait_until(lambda: held.remaining == 0, 60, "the status comment's POST")
+        # the sandbox started (its step ended) and the job's first command in it is under way
+        wait_until(lambda: "lint" in steps(world, job_id), 60, "the job's first sandbox command")
+        assert world.bot_comments(number) == []
+    finally:
+        held.released.set()
+    job = world.wait(job_id)
+    assert job.state == JobState.SUCCEEDED, (job.result, world.worker.output())
+    status = world.final_status(job_id, number)
+    assert world.bot_comments(number) == [status] and "**Done**" in status.body

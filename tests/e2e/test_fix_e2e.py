@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from app.store import audit
 from app.store.models import Job, JobState
 from tests.doubles.github.double import GitHubDouble
 from tests.doubles.github.handlers.actions import WorkflowRun, add_run
@@ -116,6 +117,11 @@ def test_ruff_failure_is_fixed_and_pushed_as_the_pr_author(
     assert "import os" not in (files / "bad.py").read_text()
     names = [s["name"] for s in job.steps]
     assert names[:2] == ["policy", "authorization"] and "validate" in names
+    # in the sandbox: the probe, 2 fixers, 2 checks, the commit (stage, look, commit: one
+    # command, three before) and its bundle
+    execs = audit.entries(world.db, job_id=job_id, action=audit.SANDBOX_EXEC)
+    assert len(execs) == 7, [e.detail["argv"][:3] for e in execs]
+    assert world.containers() == []  # removed while it pushed, and before the job ended
 
 
 def test_checks_that_still_fail_push_nothing_and_say_which(world: World) -> None:

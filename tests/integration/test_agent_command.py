@@ -122,3 +122,20 @@ def test_doctor_names_what_the_agent_lacks(
     )
     agent_lines = [x for x in capsys.readouterr().out.splitlines() if " agent: " in x]
     assert len(agent_lines) == 1 and line in agent_lines[0], agent_lines
+
+
+def test_the_agent_takes_three_sandbox_commands_and_reads_its_usage(start: StartFn) -> None:
+    """Its bookkeeping is one command before and one after its own; the usage file it wrote
+    is read and removed, a repository's TASK.md put back."""
+    box = start(files={"TASK.md": "ours\n"})
+    ran: list[list[str]] = []
+    box.observers.append(lambda argv, _result: ran.append(argv))
+    report = '{"input_tokens": 12, "output_tokens": 30, "model": "m1"}'
+    result = CommandAgent(f"grep -q Greeting TASK.md && echo '{report}' > \"$USAGE_FILE\"").run(
+        box, TASK, Budget(), threading.Event()
+    )
+    assert result.stopped is Stop.FINISHED, result.transcript_tail
+    assert (result.tokens_in, result.tokens_out, result.model) == (12, 30, "m1")
+    assert len(ran) == 3
+    assert (box.workspace / "TASK.md").read_text() == "ours\n"
+    assert not (box.workspace / ".onloop-usage.json").exists()

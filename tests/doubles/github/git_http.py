@@ -122,7 +122,7 @@ def serve(
     call.identity = ident
     fault = state.take_fault(call.method, call.path)
     if fault is not None and fault.delay:
-        state.pause(fault.delay)
+        state.pause(fault.delay, fault.released)
     if fault is not None and fault.status:
         call.status, call.fault = fault.status, True
         _plain(h, fault.status, str((fault.body or {}).get("message", "fault")), fault.headers)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -238,6 +239,7 @@ class Fault:
     headers: dict[str, str] = field(default_factory=dict)
     body: dict[str, Any] | None = None
     delay: float = 0.0  # seconds to hold the request first (cut short by reset)
+    released: threading.Event = field(default_factory=threading.Event)  # or by this
 
     def matches(self, method: str, path: str) -> bool:
         return (self.method is None or self.method == method) and (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 
 from tests.doubles.github.model import Call, Fault, Push, Refusal
 
@@ -121,8 +122,14 @@ class Recorder:
             self.faults.append(fault)
         return fault
 
-    def pause(self, seconds: float) -> None:
-        self._wake.wait(seconds)
+    def pause(self, seconds: float, released: threading.Event | None = None) -> None:
+        """Hold a request `seconds`, less when the double is reset or `released` is set."""
+        deadline = time.monotonic() + seconds
+        while not self._wake.is_set() and not (released is not None and released.is_set()):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            (released or self._wake).wait(min(left, 0.05))
 
     def take_fault(self, method: str, path: str) -> Fault | None:
         with self._record_lock:

@@ -114,7 +114,7 @@ class DoubleHandler(BaseHTTPRequestHandler):
                 ident = call.identity = identify(state, headers)
             fault = state.take_fault(self.command, path)
             if fault is not None and fault.delay:
-                state.pause(fault.delay)
+                state.pause(fault.delay, fault.released)
             if fault is not None and fault.status:
                 call.fault = True
                 response = Response(fault.status, fault.body, dict(fault.headers))

@@ -4,6 +4,7 @@ and the job's commits brought out through a bundle and pushed with the token."""
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +12,9 @@ import pytest
 
 from tasks.git.process import git
 from tasks.git.repo_cache import RepoCache
-from tasks.sandbox.base import SandboxBackend
-from tasks.sandbox.job import SetupFailed, collect_commits, job_sandbox, read_workspace_file
+from tasks.sandbox.base import SandboxBackend, SandboxError
+from tasks.sandbox.commits import collect_commits, read_workspace_file
+from tasks.sandbox.job import SetupFailed, job_sandbox
 from tests.doubles.git_server import GitServer, make_repo
 from tests.doubles.sandboxes import new_job_id
 
@@ -204,3 +206,30 @@ def test_pool_primes_the_next_job_of_a_repository(
         pool.close()
     mine = {"label": f"{POOL_LABEL}={process_token()}"}
     assert not docker_client.containers.list(all=True, filters=mine)
+
+
+def test_with_removals_the_sandbox_goes_in_a_thread_the_job_joins(
+    backend: SandboxBackend, run_image: str, git_server: GitServer, tmp_path: Path, token: str
+) -> None:
+    """The job goes on (to push) while its sandbox is removed; once the thread it was handed
+    is joined, neither the sandbox nor its workspace is left."""
+    sha = make_repo(git_server.root / "o" / "r.git", PROJECT)
+    removals: list[threading.Thread] = []
+    url, cache = git_server.url("o/r"), RepoCache(tmp_path / "cache")
+    kwargs: dict[str, Any] = {"repo": "o/r", "clone_url": url, "image": run_image, "token": token}
+    with job_sandbox(
+        backend,
+        cache,
+        job_id=new_job_id(),
+        rev=sha,
+        workspace_root=tmp_path / "j",
+        **kwargs,
+        removals=removals,
+    ) as job:
+        assert job.sandbox.exec(["true"]).ok
+        assert removals == []
+    (removal,) = removals
+    removal.join(60)
+    assert job.sandbox.stopped and not job.workspace.exists()
+    with pytest.raises(SandboxError):
+        job.sandbox.exec(["true"])

@@ -1,0 +1,82 @@
+"""Files and commits out of a sandbox's workspace: read without following a symlink, the
+job's changes committed in one command, its new commits brought into the mirror."""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from tasks.git.repo_cache import RepoCache
+from tasks.sandbox.base import Sandbox, SandboxError
+
+BUNDLE = ".onloop-out.bundle"
+# Stage everything, stop when nothing is staged, else commit with the options in "$@".
+NOTHING_STAGED, NOT_STAGED = 80, 81
+_COMMIT = (
+    f"git add --all || exit {NOT_STAGED}\n"
+    f"git diff --cached --quiet && exit {NOTHING_STAGED}\n"
+    'exec git commit --quiet --no-verify "$@"\n'
+)
+
+
+class CommitFailed(SandboxError):
+    """`git add` or `git commit` failed in the sandbox; the message says which and why."""
+
+
+def read_workspace_file(workspace: Path, relpath: str, dest: Path, limit: int = 2**31) -> Path:
+    """Copy a file the sandbox wrote to `dest`, refusing symlinks anywhere on the way (the
+    sandbox controls the workspace: it must not make the worker read a host file)."""
+    fd = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        parts = [p for p in relpath.split("/") if p]
+        if not parts or any(p in (".", "..") for p in parts):
+            raise ValueError(f"bad workspace path {relpath!r}")
+        for part in parts[:-1]:
+            nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        src = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
+    finally:
+        os.close(fd)
+    with os.fdopen(src, "rb") as fin:
+        if not stat.S_ISREG(os.fstat(fin.fileno()).st_mode):
+            raise ValueError(f"{relpath!r} is not a regular file")
+        with open(dest, "wb") as fout:
+            copied = 0
+            while chunk := fin.read(1 << 20):
+                copied += len(chunk)
+                if copied > limit:
+                    raise ValueError(f"{relpath!r} is larger than {limit} bytes")
+                fout.write(chunk)
+    return dest
+
+
+def commit_all(sandbox: Sandbox, message: Sequence[str], env: dict[str, str]) -> bool:
+    """Commit everything changed in the workspace (`message`: git's -m options), in one
+    command; False when nothing changed, CommitFailed saying what failed."""
+    done = sandbox.exec(["/bin/sh", "-c", _COMMIT, "sh", *message], env=env)
+    if done.exit_code == NOTHING_STAGED:
+        return False
+    if not done.ok:
+        what = "stage the changes" if done.exit_code == NOT_STAGED else "commit"
+        raise CommitFailed(f"could not {what}: {done.output.strip()[-500:]}")
+    return True
+
+
+def collect_commits(
+    sandbox: Sandbox, cache: RepoCache, repo: str, base: str, ref: str
+) -> str | None:
+    """Bring the commits made in the sandbox since `base` into the mirror as `ref` (under
+    refs/onloop/), through a bundle: the worker never runs git in the workspace. The new
+    tip's sha, or None when there are no new commits. Push it with `RepoCache.push`."""
+    made = sandbox.exec(["git", "bundle", "create", f"/workspace/{BUNDLE}", f"^{base}", "HEAD"])
+    if not made.ok:
+        if "empty bundle" in made.stderr:
+            return None
+        raise SandboxError(f"could not bundle the job's commits: {made.stderr.strip()}")
+    with tempfile.TemporaryDirectory(prefix="onloop-bundle-") as tmp:
+        bundle = read_workspace_file(sandbox.workspace, BUNDLE, Path(tmp) / "out.bundle")
+        return cache.import_bundle(repo, bundle, ref)
