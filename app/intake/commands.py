@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, TypedDict, cast
 
 from app.core.kinds import KINDS, Kinds
@@ -92,8 +92,11 @@ class Command:
 
     def to_params(self) -> dict[str, Any]:
         """The JSON stored as the job's `params`; `from_params` reads it back."""
-        data = asdict(self)
+        # `asdict` without its deep copy (~20 µs of each delivery): every field is a
+        # scalar but `numbers` and `params`, a flat dict of scalars.
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["numbers"] = list(self.numbers)
+        data["params"] = dict(self.params)
         return data
 
     @classmethod

@@ -8,15 +8,11 @@ from __future__ import annotations
 import hashlib
 import re
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from app.intake.events import Event
 from app.intake.payloads import PullRequest, PushCommit
-from app.store.fastsql import Sql
+from app.store.fastsql import Sql, Steps
 from app.store.models import utcnow
-
-if TYPE_CHECKING:
-    from app.intake.record import Cursor
 
 BRANCH_PREFIX = "onloop/"
 HEADS = "refs/heads/"
@@ -73,7 +69,7 @@ REVERT = (
 )
 
 
-def note(sql: Sql, cur: Cursor, event: Event) -> None:
+def note(sql: Sql, event: Event) -> Steps[None]:
     """Record what `event` tells about onloop's pull requests; nothing for other events."""
     repo = event.repo
     if not repo:
@@ -85,15 +81,15 @@ def note(sql: Sql, cur: Cursor, event: Event) -> None:
         # onloop's branches are in the repository itself; a fork's `onloop/x` is not its own.
         own = head.get("repo", {}).get("full_name", "").lower() == repo.lower()
         if own and head.get("ref", "").startswith(BRANCH_PREFIX):
-            _pull(sql, cur, repo, event.action or "", pull)
+            yield from _pull(sql, repo, event.action or "", pull)
     elif event.name == "push":
         ref = payload.get("ref", "")
         commits = payload.get("commits", [])
         default = payload.get("repository", {}).get("default_branch")
         if ref.startswith(HEADS + BRANCH_PREFIX):
-            _branch_commits(sql, cur, repo, ref.removeprefix(HEADS), commits)
+            yield from _branch_commits(sql, repo, ref.removeprefix(HEADS), commits)
         elif default and ref == HEADS + default:
-            _reverts(sql, cur, repo, commits)
+            yield from _reverts(sql, repo, commits)
 
 
 def _time(value: str | None) -> datetime | None:
@@ -105,7 +101,7 @@ def _time(value: str | None) -> datetime | None:
         return None
 
 
-def _pull(sql: Sql, cur: Cursor, repo: str, action: str, pull: PullRequest) -> None:
+def _pull(sql: Sql, repo: str, action: str, pull: PullRequest) -> Steps[None]:
     number = pull.get("number")
     if number is None:
         return
@@ -113,24 +109,21 @@ def _pull(sql: Sql, cur: Cursor, repo: str, action: str, pull: PullRequest) -> N
     ref, sha = head.get("ref", ""), head.get("sha")
     opened = sql.ts(_time(pull.get("created_at")) or utcnow())
     if action in ("opened", "synchronize", "edited", "ready_for_review"):
-        cur.execute(sql(OPENED), (repo, number, ref[:255], sha, opened, False))
+        yield sql(OPENED), (repo, number, ref[:255], sha, opened, False)
     elif action == "closed":
         closed = sql.ts(_time(pull.get("closed_at")) or utcnow())
         merged = bool(pull.get("merged"))
         merge_sha = pull.get("merge_commit_sha") if merged else None
-        cur.execute(sql(REWORK), (repo, ref[:255]))
-        row = cur.fetchone()
-        rework = int(row[0]) if row else 0
-        cur.execute(sql(CLAIM), (number, repo, ref[:255]))
+        rows = yield sql(REWORK), (repo, ref[:255])
+        rework = int(rows[0][0]) if rows else 0
+        yield sql(CLAIM), (number, repo, ref[:255])
         values = (repo, number, ref[:255], sha, opened, closed, merged, merge_sha, rework)
-        cur.execute(sql(CLOSED), values)
+        yield sql(CLOSED), values
     elif action == "reopened":
-        cur.execute(sql(REOPENED), (False, repo, number))
+        yield sql(REOPENED), (False, repo, number)
 
 
-def _branch_commits(
-    sql: Sql, cur: Cursor, repo: str, branch: str, commits: list[PushCommit]
-) -> None:
+def _branch_commits(sql: Sql, repo: str, branch: str, commits: list[PushCommit]) -> Steps[None]:
     now = sql.ts(utcnow())
     for commit in commits[:MAX_COMMITS]:
         sha, message = commit.get("id"), commit.get("message", "")
@@ -139,13 +132,13 @@ def _branch_commits(
         found = TRAILER.search(message)
         job_id = int(found.group(1)) if found else None
         key = hashlib.sha256(f"{branch}\0{message}".encode()).hexdigest()
-        cur.execute(sql(COMMIT), (repo, branch[:255], sha, job_id, key, now))
+        yield sql(COMMIT), (repo, branch[:255], sha, job_id, key, now)
 
 
-def _reverts(sql: Sql, cur: Cursor, repo: str, commits: list[PushCommit]) -> None:
+def _reverts(sql: Sql, repo: str, commits: list[PushCommit]) -> Steps[None]:
     now = sql.ts(utcnow())
     for commit in commits:
         revert_sha = commit.get("id")
         for reverted in REVERTS.findall(commit.get("message", "")):
             values = (now, revert_sha, repo, True, reverted, reverted, repo, reverted)
-            cur.execute(sql(REVERT), values)
+            yield sql(REVERT), values

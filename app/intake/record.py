@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
-from typing import Any, Protocol
 
 from app.core.kinds import KINDS, Kinds, sandboxed
 from app.intake.commands import CancelStale, Command, InstallationChange, RevokeAuthorization
@@ -19,6 +17,7 @@ from app.intake.statements import (
     CANCEL_INSTALLATION,
     DELIVERY,
     DELIVERY_AND_TRIGGER,
+    DELIVERY_TO_JOB,
     FORGET_USER,
     INSTALLATION,
     JOB,
@@ -29,6 +28,7 @@ from app.intake.statements import (
     OUTBOX,
     REPEATED,
     SET_INSTALLATION,
+    TRACED_DELIVERY_TO_JOB,
     TRACED_JOB,
     TRACED_JOB_AND_OUTBOX,
     TRIGGER,
@@ -36,20 +36,8 @@ from app.intake.statements import (
 )
 from app.policy.repo_config import ConfigError, RepoConfig, parse_repo_config
 from app.store.db import Database
-from app.store.fastsql import Sql
+from app.store.fastsql import Row, Sql, Steps
 from app.store.models import LIVE_STATES, JobState, utcnow
-
-Row = Sequence[Any]  # a row's values, as the driver decodes them
-
-
-class Cursor(Protocol):
-    """The DBAPI cursor calls intake makes (https://peps.python.org/pep-0249/#cursor-objects)."""
-
-    def execute(self, operation: str, parameters: Sequence[object], /) -> object: ...
-
-    def fetchone(self) -> Row | None: ...
-
-    def fetchall(self) -> Sequence[Row]: ...
 
 
 @dataclass
@@ -81,13 +69,11 @@ def _parsed_config(text: str | None, default_label: str) -> RepoConfig:
     return config
 
 
-def _lookup(sql: Sql, cur: Cursor, event: Event) -> Row:
+def _lookup(sql: Sql, event: Event) -> Steps[Row]:
     """(config text, suspended, deleted_at): the repository's config as last read by a
     worker (None when none was read yet) and its installation's state (None without a row)."""
-    cur.execute(sql(LOOKUP), (event.repo, event.installation_id, event.installation_id))
-    row = cur.fetchone()
-    assert row is not None  # a SELECT of scalar subqueries answers one row
-    return row
+    rows = yield sql(LOOKUP), (event.repo, event.installation_id, event.installation_id)
+    return rows[0]  # a SELECT of scalar subqueries answers one row
 
 
 def record(
@@ -120,9 +106,8 @@ def _record(
     kinds: Kinds,
     max_event_age: float | None,
     traceparent: str | None,
-    cur: Cursor,
-) -> IntakeResult:
-    looked_up = _lookup(sql, cur, event)
+) -> Steps[IntakeResult]:
+    looked_up = yield from _lookup(sql, event)
     config = _parsed_config(looked_up[0], default_label)
     decision: Action | Ignored = explain(event, config, own_app_id, kinds)
     if event.problems and not isinstance(decision, Ignored):
@@ -130,7 +115,7 @@ def _record(
         # run on a guess: refused, and nothing recorded. An ignored one is recorded (204).
         return IntakeResult(400, "malformed payload: " + "; ".join(event.problems[:5]))
     if isinstance(decision, Command) and max_event_age is not None:
-        if is_stale(event, utcnow(), max_event_age) and not _asked_again(sql, cur, event):
+        if is_stale(event, utcnow(), max_event_age) and not (yield from _asked_again(sql, event)):
             decision = Ignored.STALE_EVENT
     if isinstance(decision, Command):
         decision = _unless_gone(decision, suspended=looked_up[1], deleted_at=looked_up[2])
@@ -145,64 +130,78 @@ def _record(
     values: tuple[object, ...] = (event.delivery_guid, event.name, event.action)
     values += (event.installation_id, event.repo, sender, outcome[:200], sql.ts(utcnow()))
     trigger = decision.trigger if isinstance(decision, Command) else None
-    if trigger is not None and not sql.sqlite:  # one round trip for both
-        cur.execute(sql(DELIVERY_AND_TRIGGER), (*values, trigger, sql.ts(utcnow())))
+    one_job = isinstance(decision, Command) and len(decision.numbers) <= 1
+    if trigger is not None and not sql.sqlite and one_job:  # a person's command: one statement
+        assert isinstance(decision, Command)
+        number = decision.numbers[0] if decision.numbers else None
+        _, job, now = _job_values(sql, decision, number, kinds)
+        job += (now, traceparent) if traceparent is not None else (now,)
+        statement = DELIVERY_TO_JOB if traceparent is None else TRACED_DELIVERY_TO_JOB
+        rows = yield sql(statement), (*values, trigger, now, *job, now)
+    elif trigger is not None and not sql.sqlite:  # one statement for both
+        rows = yield sql(DELIVERY_AND_TRIGGER), (*values, trigger, sql.ts(utcnow()))
     else:
-        cur.execute(sql(DELIVERY), values)
-    rows = cur.fetchall()
+        rows = yield sql(DELIVERY), values
     if not rows:
         return IntakeResult(200, Ignored.DUPLICATE)  # this request has written nothing
     delivery_row_id = int(rows[0][0])
-    note(sql, cur, event)  # onloop's pull requests, for /insights
-    mark_stale(sql, cur, event)  # a push to the default branch: beat's schedules read it again
+    yield from note(sql, event)  # onloop's pull requests, for /insights
+    yield from mark_stale(sql, event)  # a push to the default branch: beat reads it again
     if trigger is not None and not sql.sqlite:
         first = bool(rows[0][1])
+    elif isinstance(decision, Command):
+        first = yield from _first_trigger(sql, decision, rows[0])
     else:
-        first = not isinstance(decision, Command) or _first_trigger(sql, cur, decision, rows[0])
+        first = True
     if not first:
-        cur.execute(sql(REPEATED), (Ignored.REPEATED_TRIGGER, delivery_row_id))
+        yield sql(REPEATED), (Ignored.REPEATED_TRIGGER, delivery_row_id)
         return IntakeResult(200, Ignored.REPEATED_TRIGGER)
-    return _apply(sql, cur, decision, delivery_row_id, kinds, traceparent)
+    if one_job and not sql.sqlite and len(rows[0]) > 2 and rows[0][2] is not None:
+        assert isinstance(decision, Command)  # its job, made in the same statement
+        return IntakeResult(202, decision.kind, job_ids=[int(rows[0][2])])
+    # (A live job with the command's key, which it joins.)
+    return (yield from _apply(sql, decision, delivery_row_id, kinds, traceparent))
 
 
-def _first_trigger(sql: Sql, cur: Cursor, command: Command, delivery: Row) -> bool:
+def _first_trigger(sql: Sql, command: Command, delivery: Row) -> Steps[bool]:
     """Whether this is the first delivery of the command's comment or label (its trigger key
     is claimed in this transaction, so concurrent deliveries of it claim it once)."""
     if command.trigger is None:
         return True
-    cur.execute(sql(TRIGGER), (command.trigger, int(delivery[0]), sql.ts(utcnow())))
-    return bool(cur.fetchall())
+    rows = yield sql(TRIGGER), (command.trigger, int(delivery[0]), sql.ts(utcnow()))
+    return bool(rows)
 
 
-def _asked_again(sql: Sql, cur: Cursor, event: Event) -> bool:
+def _asked_again(sql: Sql, event: Event) -> Steps[bool]:
     """Whether onloop itself asked GitHub to redeliver this GUID (tasks.queue.redeliver): a
     redelivery after an outage is old but wanted; a captured body under a new GUID is not."""
-    cur.execute(sql(ASKED_AGAIN), (event.delivery_guid,))
-    return cur.fetchone() is not None
+    rows = yield sql(ASKED_AGAIN), (event.delivery_guid,)
+    return bool(rows)
 
 
 def _apply(
     sql: Sql,
-    cur: Cursor,
     decision: Action | Ignored,
     delivery_row_id: int,
     kinds: Kinds,
     traceparent: str | None,
-) -> IntakeResult:
+) -> Steps[IntakeResult]:
     if isinstance(decision, Ignored):
         return IntakeResult(204, decision)
     if isinstance(decision, CancelStale):
-        ids = _cancel_stale(sql, cur, decision, sandboxed(kinds))
+        ids = yield from _cancel_stale(sql, decision, sandboxed(kinds))
         return IntakeResult(202, f"cancelled {len(ids)} stale job(s)", cancelled=ids)
     if isinstance(decision, InstallationChange):
-        ids = _installation(sql, cur, decision)
+        ids = yield from _installation(sql, decision)
         return IntakeResult(202, f"installation {decision.action}", cancelled=ids)
     if isinstance(decision, RevokeAuthorization):  # forget the person's tokens
-        cur.execute(sql(FORGET_USER), (decision.user_id,))
+        yield sql(FORGET_USER), (decision.user_id,)
         return IntakeResult(202, "authorization revoked")
     result = IntakeResult(202, decision.kind)
     for number in decision.numbers or (None,):
-        job_id, created = _enqueue(sql, cur, decision, number, delivery_row_id, kinds, traceparent)
+        job_id, created = yield from _enqueue(
+            sql, decision, number, delivery_row_id, kinds, traceparent
+        )
         result.job_ids.append(job_id)
         if not created:
             result.joined.append(job_id)
@@ -211,65 +210,56 @@ def _apply(
 
 def _enqueue(
     sql: Sql,
-    cur: Cursor,
     command: Command,
     number: int | None,
     delivery_row_id: int,
     kinds: Kinds,
     traceparent: str | None = None,
-) -> tuple[int, bool]:
+) -> Steps[tuple[int, bool]]:
     """Create the job (and its outbox row) unless a live one with its key exists, which it
     joins; returns (id, created). Only the same person's repeat, or another failed run of an
     automatic CI fix, has the same key (`Command.live_key` says why)."""
-    key = command.live_key(number, kinds)
-    now = sql.ts(utcnow())
-    values: tuple[object, ...] = (
-        command.kind,
-        command.repo,
-        command.repo_id,
-        command.installation_id,
-        number,
-        command.head_sha,
-        command.requested_by,
-        command.requested_by_id,
-        JobState.QUEUED,
-        key,
-        sql.json(command.to_params()),
-        "[]",
-        "{}",
-        delivery_row_id,
-        now,
-    )
+    key, values, now = _job_values(sql, command, number, kinds)
     traced = traceparent is not None  # the delivery span's context, while traces are on
-    if traced:
-        values = (*values, traceparent)
+    values = (*values, delivery_row_id, now, *((traceparent,) if traced else ()))
     for _ in range(3):  # the live job can finish between the insert and the look-up
         if sql.sqlite:
-            cur.execute(sql(TRACED_JOB if traced else JOB), values)
-        else:  # the outbox row in the same round trip
+            rows = yield sql(TRACED_JOB if traced else JOB), values
+        else:  # the outbox row in the same statement
             statement = TRACED_JOB_AND_OUTBOX if traced else JOB_AND_OUTBOX
-            cur.execute(sql(statement), (*values, now))
-        rows = cur.fetchall()
+            rows = yield sql(statement), (*values, now)
         if rows:
             if sql.sqlite:
-                cur.execute(sql(OUTBOX), (rows[0][0], now))
+                yield sql(OUTBOX), (rows[0][0], now)
             return int(rows[0][0]), True
-        cur.execute(sql(LIVE_JOB), (key,))
-        existing = cur.fetchone()
-        if existing is not None:  # a live job with this key exists: join it
-            return int(existing[0]), False
+        existing = yield sql(LIVE_JOB), (key,)
+        if existing:  # a live job with this key exists: join it
+            return int(existing[0][0]), False
     raise RuntimeError(f"could not create or join the live job {key}")
 
 
-def _cancel_stale(sql: Sql, cur: Cursor, change: CancelStale, kinds: tuple[str, ...]) -> list[int]:
+def _job_values(
+    sql: Sql, command: Command, number: int | None, kinds: Kinds
+) -> tuple[str, tuple[object, ...], object]:
+    """The job's live key, its values from `kind` to `result` (as JOB lists them), and now."""
+    key = command.live_key(number, kinds)
+    values: tuple[object, ...] = (command.kind, command.repo, command.repo_id)
+    values += (command.installation_id, number)
+    values += (command.head_sha, command.requested_by, command.requested_by_id)
+    values += (JobState.QUEUED, key, sql.json(command.to_params()), "[]", "{}")
+    return key, values, sql.ts(utcnow())
+
+
+def _cancel_stale(sql: Sql, change: CancelStale, kinds: tuple[str, ...]) -> Steps[list[int]]:
     params: tuple[object, ...] = (JobState.CANCELLED, sql.ts(utcnow()))
     params += (sql.json({"reason": change.reason}), change.repo, change.number)
     params += (*LIVE_STATES, *kinds)
     if change.head_sha is None:
-        cur.execute(sql(cancel_stale_sql(len(kinds), other_heads=False)), params)
+        rows = yield sql(cancel_stale_sql(len(kinds), other_heads=False)), params
     else:  # jobs still without a head resolve it when they start, so they are not stale
-        cur.execute(sql(cancel_stale_sql(len(kinds), other_heads=True)), (*params, change.head_sha))
-    return sorted(int(row[0]) for row in cur.fetchall())
+        statement = sql(cancel_stale_sql(len(kinds), other_heads=True))
+        rows = yield statement, (*params, change.head_sha)
+    return sorted(int(row[0]) for row in rows)
 
 
 def _unless_gone(command: Command, suspended: object, deleted_at: object) -> Command | Ignored:
@@ -283,10 +273,10 @@ def _unless_gone(command: Command, suspended: object, deleted_at: object) -> Com
     return command
 
 
-def _installation(sql: Sql, cur: Cursor, change: InstallationChange) -> list[int]:
+def _installation(sql: Sql, change: InstallationChange) -> Steps[list[int]]:
     """Keep the installation's row; deleted or suspended, its live jobs are cancelled."""
-    cur.execute(sql(INSTALLATION), (change.installation_id,))
-    row = cur.fetchone()
+    found = yield sql(INSTALLATION), (change.installation_id,)
+    row = found[0] if found else None
     old = set(sql.loads(row[0]) or []) if row is not None else set()
     repos = ((set() if change.action == "created" else old) | set(change.repositories)) - set(
         change.removed
@@ -298,7 +288,7 @@ def _installation(sql: Sql, cur: Cursor, change: InstallationChange) -> list[int
     deleted_at = sql.ts(now) if change.action == "deleted" else None
     values = (change.account_login, change.account_type, sql.json(sorted(repos)), suspended)
     statement = NEW_INSTALLATION if row is None else SET_INSTALLATION
-    cur.execute(sql(statement), (*values, deleted_at, sql.ts(now), change.installation_id))
+    yield sql(statement), (*values, deleted_at, sql.ts(now), change.installation_id)
     if change.action not in ("deleted", "suspend"):
         return []
     # Their sandboxes stop through the cancel watch; no comment says so, as the App can no
@@ -306,5 +296,5 @@ def _installation(sql: Sql, cur: Cursor, change: InstallationChange) -> list[int
     what = "uninstalled" if change.action == "deleted" else "suspended"
     reason = {"reason": f"onloop was {what} on {change.account_login}"}
     params = (JobState.CANCELLED, sql.ts(now), sql.json(reason), change.installation_id)
-    cur.execute(sql(CANCEL_INSTALLATION), (*params, *LIVE_STATES))
-    return sorted(int(r[0]) for r in cur.fetchall())
+    rows = yield sql(CANCEL_INSTALLATION), (*params, *LIVE_STATES)
+    return sorted(int(r[0]) for r in rows)

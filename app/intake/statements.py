@@ -78,3 +78,33 @@ JOB_AND_OUTBOX = (
     " SELECT id, %s, 0 FROM j) SELECT id FROM j"
 )
 TRACED_JOB_AND_OUTBOX = JOB_AND_OUTBOX.replace(JOB, TRACED_JOB)
+
+# PostgreSQL only: a command's delivery, its trigger, its job and the job's outbox row in
+# one statement. The job is made only when the trigger is this delivery's (the first of the
+# person's act) and no live job has its key; the answer is (delivery id, whether the trigger
+# is this delivery's, the job's id or NULL). The job's values are cast: in INSERT … SELECT
+# nothing gives them the columns' types.
+_JOB_SELECT = (
+    "INSERT INTO jobs (kind, repo, repo_id, installation_id, number, head_sha, requested_by,"
+    " requested_by_id, state, live_key, params, attempts, steps, result, created_at,"
+    " delivery_id) SELECT %s::text, %s::text, %s::bigint, %s::bigint, %s::integer,"
+    " %s::text, %s::text, %s::bigint, %s::text, %s::text, %j, 0, %j, %j, %s, d.id"
+    " FROM d WHERE EXISTS (SELECT 1 FROM t) ON CONFLICT DO NOTHING RETURNING id"
+)
+_TRACED_JOB_SELECT = _JOB_SELECT.replace(" delivery_id)", " delivery_id, traceparent)").replace(
+    "%s, d.id", "%s, d.id, %s::text"
+)
+
+
+def _delivery_to_job(job: str) -> str:
+    return (
+        f"WITH d AS ({DELIVERY}), t AS (INSERT INTO job_triggers (trigger_key, delivery_id,"  # noqa: S608 - constants only
+        f" created_at) SELECT %s, id, %s FROM d ON CONFLICT DO NOTHING RETURNING trigger_key),"
+        f" j AS ({job}), o AS (INSERT INTO outbox (job_id, created_at, publish_attempts)"
+        " SELECT id, %s, 0 FROM j) SELECT d.id, EXISTS (SELECT 1 FROM t), (SELECT id FROM j)"
+        " FROM d"
+    )
+
+
+DELIVERY_TO_JOB = _delivery_to_job(_JOB_SELECT)
+TRACED_DELIVERY_TO_JOB = _delivery_to_job(_TRACED_JOB_SELECT)

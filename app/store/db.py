@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -13,11 +13,13 @@ from sqlalchemy import CursorResult, Engine, Result, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.store.fastsql import GroupCommit, Sql
+from app.store.fastsql import Sql
+from app.store.groupcommit import GroupCommit
 
-# Intake's committing connections per web process on PostgreSQL (app.store.fastsql): with
-# 1, a batch waits for the server's answer to each statement and requests queue behind it;
-# 3 took intake on 2 cores from ~460 to ~630 deliveries/s (bench/intake.py), 6 no further.
+# Intake's committing connections per web process on PostgreSQL (app.store.groupcommit):
+# with 1, requests queue behind the batch waiting for the server; 3 took intake on 2 cores
+# from ~460 to ~630 deliveries/s (bench/intake.py), 6 no further. With a batch's statements
+# in one round trip each (executemany), 2, 4 and 6 were within the machine's noise.
 # Each holds one connection of the pool below.
 POSTGRES_COMMIT_LANES = 4
 
@@ -55,7 +57,8 @@ def make_engine(url: str) -> Engine:
 class Database:
     """An engine, its session factory and the webhook intake's group committer."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, after_commit: Callable[[], None] | None = None) -> None:
+        """`after_commit` runs after each of intake's committed batches (GroupCommit)."""
         self.url = url
         self.engine = make_engine(url)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
@@ -66,7 +69,11 @@ class Database:
         self._thread_lock = threading.Lock()
         self.sql = Sql(parsed.get_backend_name())
         self.group_commit = GroupCommit(
-            self.engine, self.write_lock, self.sql.sqlite, lanes=POSTGRES_COMMIT_LANES
+            self.engine,
+            self.write_lock,
+            self.sql.sqlite,
+            lanes=POSTGRES_COMMIT_LANES,
+            after_commit=after_commit,
         )
 
     @contextmanager
