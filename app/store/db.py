@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -57,8 +57,7 @@ def make_engine(url: str) -> Engine:
 class Database:
     """An engine, its session factory and the webhook intake's group committer."""
 
-    def __init__(self, url: str, after_commit: Callable[[], None] | None = None) -> None:
-        """`after_commit` runs after each of intake's committed batches (GroupCommit)."""
+    def __init__(self, url: str) -> None:
         self.url = url
         self.engine = make_engine(url)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
@@ -73,7 +72,6 @@ class Database:
             self.write_lock,
             self.sql.sqlite,
             lanes=POSTGRES_COMMIT_LANES,
-            after_commit=after_commit,
         )
 
     @contextmanager

@@ -59,8 +59,7 @@ class GroupCommit:
     fsyncs, which in the committing request would stall every waiting one. SQLite has one
     lane (one writer at a time anyway); PostgreSQL takes `lanes`, each with its own
     connection: while one batch waits for the server, another commits the requests that
-    queued up meanwhile. `after_commit` runs after each committed batch, once its requests
-    are answered (it must not raise; it says what failed itself).
+    queued up meanwhile.
     """
 
     CHECKPOINT_EVERY = 100  # batches
@@ -71,10 +70,8 @@ class GroupCommit:
         lock: Callable[[], AbstractContextManager[None]],
         sqlite: bool,
         lanes: int = 1,
-        after_commit: Callable[[], None] | None = None,
     ) -> None:
         self._engine, self._lock, self._sqlite = engine, lock, sqlite
-        self._after_commit = after_commit
         self._checkpoint_due = threading.Event()
         self._batches_since = 0
         self._cond = threading.Lock()
@@ -148,10 +145,6 @@ class GroupCommit:
             self._commit(lane, batch)
         with self._cond:
             self._pass_on(lane)
-        # Here, after the commit and with its requests answered, is where committed work is
-        # announced (one call per batch, whatever its size).
-        if batch and self._after_commit is not None:
-            self._after_commit()
 
     def _pass_on(self, lane: _Lane) -> None:
         """(Under the lock.) `lane` to the first waiting request without one, else free."""

@@ -8,11 +8,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from sqlalchemy import text
 
 from app.store.db import POSTGRES_COMMIT_LANES, Database
 from app.store.fastsql import Steps
-from app.store.models import utcnow
 
 
 def test_a_second_request_commits_while_the_first_batch_waits(db: Database) -> None:
@@ -50,36 +48,3 @@ def test_every_request_of_many_commits_once_across_lanes(db: Database) -> None:
     with ThreadPoolExecutor(16) as pool:
         results = list(pool.map(lambda i: db.group_commit.run(work(i)), range(200)))
     assert results == list(range(200))
-
-
-def test_after_commit_runs_once_a_batch_is_committed(database_url: str) -> None:
-    """The hook of a committed batch (where the dispatcher is to be woken) runs after the
-    commit, so another connection sees the batch's rows; once a batch, so at most once a
-    request."""
-    seen: list[int] = []
-    db = Database(database_url, after_commit=lambda: seen.append(_requests(db)))
-    try:
-
-        def work(i: int) -> Callable[[], Steps[None]]:
-            def run() -> Steps[None]:
-                yield db.sql(NOTE), (f"after-commit-{i}", db.sql.ts(utcnow()))
-
-            return run
-
-        with ThreadPoolExecutor(8) as pool:
-            list(pool.map(lambda i: db.group_commit.run(work(i)), range(40)))
-        assert 1 <= len(seen) <= 40
-        assert max(seen) == 40  # the last batch's hook ran after all 40 had committed
-    finally:
-        db.dispose()
-
-
-NOTE = "INSERT INTO redelivery_requests (guid, requested_at) VALUES (%s, %s)"
-
-
-def _requests(db: Database) -> int:
-    with db.read() as session:
-        return int(session.execute(text(COUNT)).scalar_one())
-
-
-COUNT = "SELECT count(*) FROM redelivery_requests WHERE guid LIKE 'after-commit-%'"
