@@ -40,6 +40,8 @@ TABLES = (
     "audit_log",
     "job_output",
     "onloop_pulls",
+    "campaign_repositories",
+    "campaigns",
     "onloop_branch_commits",
 )
 
