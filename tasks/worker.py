@@ -20,12 +20,14 @@ from app.core.tracing import Tracing
 from app.github.clients import GitHubApp
 from app.github.write_slots import WriteSlots
 from app.policy.org_config import OrgConfigLoader
+from app.store import campaigns as campaign_store
 from app.store import joblog
 from app.store.db import Database
 from app.store.deployment import deployment_id
 from tasks.blueprints.address_review import run_address_review
 from tasks.blueprints.allow import run_allow
 from tasks.blueprints.apply import run_apply
+from tasks.blueprints.campaign import run_campaign_change
 from tasks.blueprints.fix_ci import run_fix_ci
 from tasks.blueprints.fix_issue import run_fix_issue
 from tasks.blueprints.rebase import run_rebase
@@ -35,10 +37,11 @@ from tasks.blueprints.review import run_review
 from tasks.feedback import listeners as feedback
 from tasks.queue import backups, redeliver
 from tasks.queue.broker import BrokerWatch
+from tasks.queue.campaigns import CampaignWaker, Coordinator
 from tasks.queue.celery_app import create_celery
 from tasks.queue.dispatch import Dispatcher
 from tasks.queue.watchdog import Watchdog, settling_context
-from tasks.runner.context import Runner
+from tasks.runner.context import JobContext, JobListener, Runner
 from tasks.runner.limits import Limiter
 from tasks.runner.quota import Once
 from tasks.runner.run import JobRunner, Listeners
@@ -58,6 +61,7 @@ RUNNERS: Mapping[str, Runner] = {
     Kind.CONTINUE: run_continue,
     Kind.ADDRESS_REVIEW: run_address_review,
     Kind.APPLY_SUGGESTIONS: run_apply,
+    Kind.CAMPAIGN_CHANGE: run_campaign_change,
 }
 
 
@@ -93,13 +97,15 @@ class Worker:
             self.once = Once(client)
         self._workplace: Workplace | None = None
         self._workplace_lock = threading.Lock()
+        self.campaigns = Coordinator(settings, self.db, self.github)
+        self._listeners = listeners
         self.jobs = JobRunner(
             settings,
             self.db,
             runners,
             github=self.github,
             meter=self.meter,
-            listeners=listeners,
+            listeners=self.listeners,
             queued=feedback.queued,
             limiter=self.limiter,
             once=self.once,
@@ -109,6 +115,13 @@ class Worker:
             tracer=self.tracing.tracer("onloop.jobs"),
             events=JobEvents(settings.redis_url),
         )
+
+    def listeners(self, ctx: JobContext) -> list[JobListener]:
+        """A campaign job is followed by its campaign (the tracking issue says how it went);
+        every other job by its status comment and check run."""
+        if ctx.job.kind == Kind.CAMPAIGN_CHANGE:
+            return [CampaignWaker(self.campaigns)]
+        return self._listeners(ctx)
 
     def workplace(self) -> Workplace:
         """The sandbox backend, mirrors, snapshots and warm pool, made on first use: with the
@@ -126,6 +139,7 @@ class Worker:
             redeliver=partial(redeliver.sweep, self.settings, self.github, self.db),
             purge_backups=partial(backups.sweep, self.settings, self.github, self.db),
             purge=self.purge_output,
+            campaigns=partial(campaign_store.request_all, self.db),
         )
         if self.tracing.enabled:
             # Celery's instrumentation looks up the task of a message being sent in the
@@ -178,6 +192,7 @@ class Worker:
             if self.settings.redis_url
             else None,
             traced=self.tracing.enabled,
+            campaigns=self.campaigns.sweep,
         )
         dispatcher.start()
         argv = [

@@ -23,6 +23,7 @@ class Kind(StrEnum):
     CONTINUE = "continue"  # a job stopped at its daily budget, resumed from its WIP branch
     ADDRESS_REVIEW = "address_review"  # a review of onloop's PR: suggestions, comments, threads
     APPLY_SUGGESTIONS = "apply_suggestions"  # `/agent apply`: reviewers' suggestion blocks
+    CAMPAIGN_CHANGE = "campaign_change"  # one repository's part of a campaign (its owner's PR)
 
 
 # The installation token every job gets (for its one repository): reads, plus onloop's own
@@ -104,6 +105,15 @@ KINDS: Kinds = MappingProxyType(
                 config_key="fix",
                 pushes_to_head=True,
                 permissions=REVIEW_THREADS,
+            ),
+            # A campaign's change in one repository, pushed to the campaign's branch with a
+            # PR in the owner's name (tasks/blueprints/campaign.py); the coordinator starts it.
+            KindSpec(
+                Kind.CAMPAIGN_CHANGE,
+                verb=None,
+                sandboxed=True,
+                config_key="fix",
+                asked_by="`onloop campaign start`",
             ),
             KindSpec(Kind.HELP, verb="help", sandboxed=False),
             KindSpec(Kind.CANCEL, verb="cancel", sandboxed=False),

@@ -9,3 +9,4 @@ PURGE_BACKUPS = "onloop.purge_backups"  # beat's purge of rebase backup refs pas
 PURGE_JOB_OUTPUT = (
     "onloop.purge_job_output"  # beat's hourly purge of job output past ONLOOP_JOB_LOG_DAYS
 )
+ADVANCE_CAMPAIGNS = "onloop.advance_campaigns"  # beat's tick: every open campaign looked at

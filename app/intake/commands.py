@@ -30,6 +30,7 @@ class CommandParams(TypedDict, total=False):
     issue_sha256: str
     review_id: int  # address_review: the review that asked
     implicit: bool  # nobody typed a command (a review): refusals are said nowhere
+    campaign_id: int  # campaign_change: the campaign (app/store/campaigns.py)
 
 
 def issue_digest(title: str | None, body: str | None) -> str:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from app.intake.events import Event
 from app.intake.payloads import PullRequest, PushCommit
+from app.store.campaigns import WAKE
 from app.store.fastsql import Sql
 from app.store.models import utcnow
 
@@ -126,6 +127,8 @@ def _pull(sql: Sql, cur: Cursor, repo: str, action: str, pull: PullRequest) -> N
         cur.execute(sql(CLOSED), values)
     elif action == "reopened":
         cur.execute(sql(REOPENED), (False, repo, number))
+    if action in ("closed", "reopened", "synchronize"):  # a campaign's PR: look at it again
+        cur.execute(sql(WAKE), (sql.ts(utcnow()), repo, number))
 
 
 def _branch_commits(

@@ -20,7 +20,9 @@ from app.policy.repo_config import ConfigError, line_of
 NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$")
 FULL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$")
-SELECTOR = re.compile(r"^(topic:[a-z0-9][a-z0-9-]{0,49}|language:[A-Za-z0-9+#. -]{1,40}|[\w.*?/-]+)$")
+SELECTOR = re.compile(
+    r"^(topic:[a-z0-9][a-z0-9-]{0,49}|language:[A-Za-z0-9+#. -]{1,40}|[\w.*?/-]+)$"
+)
 BRANCH = re.compile(r"^onloop/[A-Za-z0-9][A-Za-z0-9._/-]{0,200}$")
 DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 WINDOW = re.compile(
@@ -102,7 +104,7 @@ class Window:
 
 
 def parse_window(text: str) -> Window:
-    """"Mon-Fri 09:00-17:00 UTC" (one day, or a range; the zone defaults to UTC)."""
+    """ "Mon-Fri 09:00-17:00 UTC" (one day, or a range; the zone defaults to UTC)."""
     match = WINDOW.match(text.strip())
     if match is None or match["first"] not in DAYS or (match["last"] or "Mon") not in DAYS:
         raise ValueError('like "Mon-Fri 09:00-17:00 UTC"')

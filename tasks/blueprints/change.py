@@ -196,13 +196,15 @@ def make_change(
     trailers: Sequence[str] = (),
     base: str | None = None,
     agent: bool = True,
+    steps: Sequence[Step[Change]] = STEPS,
 ) -> Change:
     """Check out `rev` in a sandbox (`trust`: of the code at `rev`) and run the steps; the
     sandbox is gone afterwards. `base` (default: `rev`) is what the guard checks the change
-    against: a continued job's is where the first run began. `agent` False: no agent step."""
+    against: a continued job's is where the first run began. `agent` False: no agent step.
+    `steps`: a blueprint's own (a campaign's commands instead of the repository's fixers)."""
     with work.sandbox(rev, trust=trust, branch=branch, refs=refs) as js:
         start = base or js.sha
         change = Change(work, js.sandbox, task.kind, task, subject, trailers, base=start)
         change.use_agent = agent
-        run_steps(work.ctx, STEPS, change)
+        run_steps(work.ctx, steps, change)
     return change

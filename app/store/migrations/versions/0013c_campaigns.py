@@ -37,9 +37,7 @@ def upgrade() -> None:
         sa.Column("updated_at", WHEN, nullable=False),
         sa.UniqueConstraint("name"),
     )
-    op.create_index(
-        "ix_campaigns_advance_requested_at", "campaigns", ["advance_requested_at"]
-    )
+    op.create_index("ix_campaigns_advance_requested_at", "campaigns", ["advance_requested_at"])
     op.create_table(
         "campaign_repositories",
         sa.Column("id", sa.Integer(), primary_key=True),
