@@ -74,6 +74,8 @@ def repo(ctx: Ctx, r: Repo, full: bool = True) -> dict[str, Any]:
         "default_branch": r.default_branch,
         "archived": False,
         "disabled": False,
+        "topics": list(r.topics),
+        "language": r.language,
         "created_at": iso(r.created_at),
         "updated_at": iso(r.created_at),
         "pushed_at": iso(r.created_at),
