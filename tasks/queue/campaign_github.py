@@ -66,9 +66,8 @@ class CampaignGitHub:
             value, expires = access_token(self.db, self.settings, uid)
         except NotAuthorized:
             return None
-        return self.github.user_client(
-            gh.UserToken(value, expires or FAR_FUTURE, login=campaign.owner)
-        )
+        token = gh.UserToken(value, expires or FAR_FUTURE, login=campaign.owner)
+        return self.github.user_client(token)
 
     # --- starting ------------------------------------------------------------------------
     def installation_of(self, repo: str) -> int:
@@ -89,7 +88,7 @@ class CampaignGitHub:
         out: list[tuple[str, str | None]] = []
         for item in found:
             name = str(item["full_name"])
-            role = role_of(client.get_repo(name, lazy=True), spec.owner)
+            role = role_of(client.get_repo(name), spec.owner)
             skipped = None
             if not permitted(role, "write"):
                 skipped = f"@{spec.owner} has {role} access here; a campaign needs write"
@@ -104,13 +103,14 @@ class CampaignGitHub:
         for row in rows:
             if row.state != RepoState.PR_OPEN or row.pr_number is None:
                 continue
-            pr = client.get_repo(row.repo, lazy=True).get_pull(row.pr_number)
+            repo = client.get_repo(row.repo)
+            pr = repo.get_pull(row.pr_number)
             if pr.merged:
                 store.update_repo(self.db, row.id, state=RepoState.MERGED)
             elif pr.state == "closed":
                 store.update_repo(self.db, row.id, state=RepoState.CLOSED)
             else:
-                ci = ci_state(client.get_repo(row.repo, lazy=True), pr.head.sha)
+                ci = ci_state(repo, pr.head.sha)
                 if ci != row.ci_state:
                     store.update_repo(self.db, row.id, ci_state=ci)
 
@@ -134,7 +134,7 @@ class CampaignGitHub:
         issue = (campaign.issue_repo, campaign.issue_number) if campaign.issue_number else None
         for row in stale:
             assert row.pr_number is not None
-            pr = user.get_repo(row.repo, lazy=True).get_pull(row.pr_number)
+            pr = user.get_repo(row.repo).get_pull(row.pr_number)
             section = pr_section(
                 campaign.id, spec.name, self.settings.github_url, issue, lines, row.repo
             )
@@ -153,7 +153,7 @@ class CampaignGitHub:
             self.settings.github_url,
             lines_of(rows),
         )
-        repo = client.get_repo(campaign.issue_repo, lazy=True)
+        repo = client.get_repo(campaign.issue_repo)
         if campaign.issue_number is None:
             issue = repo.create_issue(title=f"Campaign: {campaign.name}", body=body)
             store.set_issue(self.db, campaign.id, issue.number)
@@ -172,7 +172,7 @@ class CampaignGitHub:
         for row in rows:
             if row.state != RepoState.PR_OPEN or row.pr_number is None:
                 continue
-            pr = user.get_repo(row.repo, lazy=True).get_pull(row.pr_number)
+            pr = user.get_repo(row.repo).get_pull(row.pr_number)
             if pr.state == "open" and not pr.merged:
                 pr.create_issue_comment(
                     CLOSE_COMMENT.format(owner=campaign.owner, name=campaign.name)
