@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import func, or_, select, update
 
 from app.store.db import Database, rowcount
 from app.store.models import (
@@ -30,6 +30,18 @@ SETTLED = (
     RepoState.NOTHING_TO_CHANGE,
     RepoState.FAILED,
 )
+# How people read the states (the tracking issue, the page).
+LABELS: dict[str, str] = {
+    RepoState.QUEUED: "queued",
+    RepoState.WAITING_ON_DEPENDENCY: "waiting on a dependency",
+    RepoState.RUNNING: "working",
+    RepoState.PR_OPEN: "PR open",
+    RepoState.MERGED: "merged",
+    RepoState.CLOSED: "closed",
+    RepoState.SKIPPED: "skipped",
+    RepoState.NOTHING_TO_CHANGE: "nothing to change",
+    RepoState.FAILED: "failed",
+}
 # intake's wake-up, in the delivery's own transaction: a campaign's pull request changed.
 WAKE = (
     "UPDATE campaigns SET advance_requested_at = %s WHERE id IN (SELECT campaign_id FROM"
@@ -224,3 +236,14 @@ def retry_later(db: Database, campaign_id: int, seconds: float) -> None:
             .where(Campaign.id == campaign_id)
             .values(advance_requested_at=now, lease_until=now + timedelta(seconds=seconds))
         )
+
+
+def counts(db: Database) -> list[tuple[str, str, str, int]]:
+    """(campaign, its state, a repository state, how many) for /metrics."""
+    with db.read() as s:
+        rows = s.execute(
+            select(Campaign.name, Campaign.state, CampaignRepo.state, func.count())
+            .join(CampaignRepo, CampaignRepo.campaign_id == Campaign.id)
+            .group_by(Campaign.name, Campaign.state, CampaignRepo.state)
+        )
+        return [(name, state, repo_state, int(n)) for name, state, repo_state, n in rows]

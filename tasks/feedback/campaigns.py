@@ -9,19 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from app.core.markdown import plain
+from app.store.campaigns import LABELS
 from app.store.models import RepoState
-
-LABELS: dict[str, str] = {
-    RepoState.QUEUED: "queued",
-    RepoState.WAITING_ON_DEPENDENCY: "waiting on a dependency",
-    RepoState.RUNNING: "working",
-    RepoState.PR_OPEN: "PR open",
-    RepoState.MERGED: "merged",
-    RepoState.CLOSED: "closed",
-    RepoState.SKIPPED: "skipped",
-    RepoState.NOTHING_TO_CHANGE: "nothing to change",
-    RepoState.FAILED: "failed",
-}
 
 
 @dataclass(frozen=True)

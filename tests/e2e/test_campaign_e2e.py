@@ -22,6 +22,7 @@ from app.store.models import CampaignRepo, Job, RepoState
 from app.web import create_app
 from tests.doubles.github.double import GitHubDouble
 from tests.doubles.github.settings import SECRET_KEY, settings_for
+from tests.doubles.oauth_flow import open_signed_in
 from tests.doubles.payloads import pull_request_event
 from tests.doubles.redis_server import RedisServer
 from tests.doubles.webhooks import deliver
@@ -207,6 +208,10 @@ def test_a_campaign_over_thirty_repositories(fleet: Fleet) -> None:
         word = "merged" if pr.pull.merged else "PR open"
         assert table[name].startswith(f"{word} [{name}#{pr.number}]"), table[name]
     assert table["octo/docs-only"] == "nothing to change"
+    metrics = fleet.client.get("/metrics").get_data(as_text=True)
+    merged = sum(1 for found in pulls.values() if found[0].pull.merged)
+    labels = 'campaign="bump",campaign_state="active"'
+    assert f'onloop_campaign_repositories{{{labels},state="merged"}} {merged}.0' in metrics
     assert table["octo/locked"].startswith("skipped: @\u200balice has read access")
 
     # re-running the same file changes nothing on GitHub
@@ -225,5 +230,11 @@ def test_a_campaign_over_thirty_repositories(fleet: Fleet) -> None:
         (comment,) = double.comments(name, pr.number)
         assert comment.user == "alice" and "campaign **bump** was closed" in comment.body
         assert fleet.rows()[name].state == RepoState.CLOSED
+    found = campaigns.by_name(fleet.db, "bump")
+    assert found is not None
+    page = open_signed_in(fleet.client, double, "alice", f"/campaigns/{found.id}")
+    html = page.get_data(as_text=True)
+    assert page.status_code == 200 and html.count('class="campaign-row') == len(REPOS)
+    assert 'id="campaign-state">closed<' in html
     status = fleet.cli("status", "bump")
     assert "bump (closed), by @alice" in status and "octo/locked: skipped" in status
