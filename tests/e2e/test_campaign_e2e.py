@@ -6,27 +6,18 @@ from __future__ import annotations
 import re
 import shutil
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
-from sqlalchemy import func, select
 
-from app.cli.main import main
-from app.core.crypto import TokenBox
-from app.github.user_tokens import TokenPair, store
 from app.store import campaigns
-from app.store.db import Database
-from app.store.models import CampaignRepo, Job, RepoState
-from app.web import create_app
+from app.store.models import RepoState
+from tests.doubles.campaign_fleet import Fleet, Member
 from tests.doubles.github.double import GitHubDouble
-from tests.doubles.github.settings import SECRET_KEY, settings_for
 from tests.doubles.oauth_flow import open_signed_in
-from tests.doubles.payloads import pull_request_event
-from tests.doubles.redis_server import RedisServer
-from tests.doubles.webhooks import deliver
-from tests.doubles.worker_proc import WorkerProcess, settings_env, wait_until
+from tests.doubles.worker_proc import wait_until
 
 pytestmark = [
     pytest.mark.slow,
@@ -57,76 +48,19 @@ issue_repository: octo/campaigns
 """
 
 
-class Fleet:
-    """The double with the 30 repositories, the web app for deliveries, a real worker."""
-
-    def __init__(self, double: GitHubDouble, database_url: str, tmp_path: Path) -> None:
-        self.double, self.tmp = double, tmp_path
-        self.redis = RedisServer(tmp_path).start()
-        self.settings = settings_for(
-            double,
-            tmp_path,
-            database_url=database_url,
-            redis_url=self.redis.url,
-            work_dir=tmp_path / "work",
-            sandbox_backend="local",
-            max_jobs_per_installation=20,
-        )
-        double.create_repo("octo/campaigns", files={"README.md": "campaigns\n"})
-        for name in REPOS:
-            version = "2.0" if name == "octo/docs-only" else "1.0"
-            repo = double.create_repo(name, files={"version.py": f'VERSION = "{version}"\n'})
-            repo.topics = ["docs"] if name == "octo/docs-only" else []
-            double.set_permission(name, "alice", "read" if name == "octo/locked" else "write")
-        self.db = Database(database_url)
-        user = double.user("alice")
-        token = TokenPair(double.issue_user_token("alice"), None, None, None)
-        store(self.db, TokenBox(SECRET_KEY), user.id, "alice", token)
-        self.client = create_app(self.settings, db=self.db).test_client()
-        self.worker = WorkerProcess(self.settings, tmp_path / "worker.log", concurrency=3).start()
-        self.file = tmp_path / "bump.yml"
-        self.file.write_text(CAMPAIGN)
-
-    def cli(self, *args: str) -> str:
-        env = settings_env(self.settings, ONLOOP_GITHUB_PACING="false")
-        done = CliRunner().invoke(main, ["campaign", *args], env=env, catch_exceptions=False)
-        assert done.exit_code == 0, done.output
-        return done.output
-
-    def rows(self) -> dict[str, CampaignRepo]:
-        found = campaigns.by_name(self.db, "bump")
-        assert found is not None
-        return {r.repo: r for r in campaigns.repos(self.db, found.id)}
-
-    def settled(self) -> dict[str, CampaignRepo] | None:
-        """The rows once no job is running and the coordinator is done with the last one."""
-        rows = self.rows()
-        if any(r.state == RepoState.RUNNING for r in rows.values()):
-            return None
-        campaign = campaigns.by_name(self.db, "bump")
-        assert campaign is not None
-        busy = campaign.advance_requested_at is not None or campaign.lease_until is not None
-        return None if busy else rows
-
-    def merge(self, repo: str, number: int) -> None:
-        """A maintainer merges the PR; GitHub delivers pull_request.closed."""
-        self.double.merge_pull(repo, number)
-        payload = pull_request_event(self.double, repo, number, "closed", "carol")
-        assert deliver(self.client, "pull_request", payload).status_code in (202, 204)
-
-    def jobs(self) -> int:
-        with self.db.read() as s:
-            return int(s.scalar(select(func.count()).select_from(Job)) or 0)
-
-    def close(self) -> None:
-        self.worker.stop()
-        self.db.dispose()
-        self.redis.stop()
+def member(name: str) -> Member:
+    version = "2.0" if name == "octo/docs-only" else "1.0"
+    return Member(
+        {"version.py": f'VERSION = "{version}"\n'},
+        role="read" if name == "octo/locked" else "write",
+        topics=("docs",) if name == "octo/docs-only" else (),
+    )
 
 
 @pytest.fixture
 def fleet(github_double: GitHubDouble, database_url: str, tmp_path: Path) -> Iterator[Fleet]:
-    made = Fleet(github_double, database_url, tmp_path)
+    made = Fleet(github_double, database_url, tmp_path, {name: member(name) for name in REPOS})
+    (tmp_path / "bump.yml").write_text(CAMPAIGN)
     yield made
     made.close()
 
@@ -137,10 +71,12 @@ def campaign_pulls(double: GitHubDouble, repo: str) -> list[Any]:
 
 def test_a_campaign_over_thirty_repositories(fleet: Fleet) -> None:
     double = fleet.double
-    assert "campaign started: 30 repositories, 1 skipped" in fleet.cli("start", str(fleet.file))
+    assert "campaign started: 30 repositories, 1 skipped" in fleet.cli(
+        "start", str(fleet.root / "bump.yml")
+    )
     merged_at: dict[str, float] = {}
     while True:  # merge whatever is open once the batch settled, until nothing is left
-        rows = wait_until(fleet.settled, 120, "the campaign's batch to settle")
+        rows = wait_until(partial(fleet.settled, "bump"), 120, "the campaign's batch to settle")
         waiting = [
             r for r in rows.values() if r.state in (RepoState.QUEUED, "waiting_on_dependency")
         ]
@@ -154,17 +90,17 @@ def test_a_campaign_over_thirty_repositories(fleet: Fleet) -> None:
             merged_at[row.repo] = double.pull_log[-1].at
         wait_until(
             lambda: (
-                fleet.settled()
+                fleet.settled("bump")
                 and not any(
                     r.state == RepoState.PR_OPEN and r.repo in merged_at
-                    for r in fleet.rows().values()
+                    for r in fleet.rows("bump").values()
                 )
             ),
             60,
             "the merges to be seen",
         )
 
-    rows = fleet.rows()
+    rows = fleet.rows("bump")
     assert rows["octo/locked"].state == RepoState.SKIPPED
     assert "@alice has read access" in (rows["octo/locked"].reason or "")
     assert rows["octo/docs-only"].state == RepoState.NOTHING_TO_CHANGE
@@ -217,8 +153,8 @@ def test_a_campaign_over_thirty_repositories(fleet: Fleet) -> None:
     # re-running the same file changes nothing on GitHub
     jobs, log, pushes = fleet.jobs(), list(double.pull_log), len(double.pushes)
     body = issue.body
-    assert "campaign updated" in fleet.cli("start", str(fleet.file))
-    wait_until(fleet.settled, 30, "the re-run to settle")
+    assert "campaign updated" in fleet.cli("start", str(fleet.root / "bump.yml"))
+    wait_until(partial(fleet.settled, "bump"), 30, "the re-run to settle")
     assert (fleet.jobs(), double.pull_log, len(double.pushes)) == (jobs, log, pushes)
     assert issue.body == body and len(double.repo("octo/campaigns").issues) == 1
 
@@ -229,7 +165,7 @@ def test_a_campaign_over_thirty_repositories(fleet: Fleet) -> None:
         assert pr.state == "closed" and not pr.pull.merged
         (comment,) = double.comments(name, pr.number)
         assert comment.user == "alice" and "campaign **bump** was closed" in comment.body
-        assert fleet.rows()[name].state == RepoState.CLOSED
+        assert fleet.rows("bump")[name].state == RepoState.CLOSED
     found = campaigns.by_name(fleet.db, "bump")
     assert found is not None
     page = open_signed_in(fleet.client, double, "alice", f"/campaigns/{found.id}")
