@@ -1,6 +1,6 @@
 """Campaign bench: repositories per minute for a campaign over N repositories on the GitHub
 double (a real worker, the local sandbox, the `run:` change a `sed`), against the same jobs
-run one by one (the same campaign with `max_open_prs: 1`, on a sample of the repositories),
+run one by one (a worker with one thread, on a sample of the repositories),
 measured in the same run and printed as a ratio.
 Usage: python bench/campaign.py [--repos 200] [--baseline 20] [--concurrency 4]
 """
@@ -46,7 +46,7 @@ def run_campaign(fleet: Fleet, name: str, prefix: str, max_open: int, count: int
         rows = fleet.rows(name)
         return len(rows) == count and all(r.state in DONE for r in rows.values())
 
-    wait_until(done, 3600, f"campaign {name}")
+    wait_until(done, 60 * count, f"campaign {name}")
     seconds = time.monotonic() - started
     failed = [r.repo for r in fleet.rows(name).values() if r.state != RepoState.PR_OPEN]
     if failed:
@@ -67,9 +67,10 @@ def main() -> None:
     member = Member({"version.py": 'VERSION = "1.0"\n'})
     repos = {f"octo/fleet-{n:03d}": member for n in range(args.repos)}
     repos |= {f"octo/solo-{n:03d}": member for n in range(args.baseline)}
-    fleet = Fleet(double, url, root, repos, concurrency=args.concurrency)
+    fleet = Fleet(double, url, root, repos, concurrency=1)
     try:
-        solo = run_campaign(fleet, "solo", "solo", 1, args.baseline)
+        solo = run_campaign(fleet, "solo", "solo", args.baseline, args.baseline)
+        fleet.restart_worker(args.concurrency)
         fanned = run_campaign(fleet, "fleet", "fleet", args.repos, args.repos)
     finally:
         fleet.close()

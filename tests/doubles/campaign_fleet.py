@@ -72,6 +72,14 @@ class Fleet:
         self.worker = WorkerProcess(self.settings, root / "worker.log", concurrency=concurrency)
         self.worker.start()
 
+    def restart_worker(self, concurrency: int) -> None:
+        """The worker again, with `concurrency` threads (1: jobs one by one)."""
+        self.worker.stop()
+        self.worker = WorkerProcess(
+            self.settings, self.root / "worker.log", concurrency=concurrency
+        )
+        self.worker.start()
+
     def cli(self, *args: str) -> str:
         """`onloop campaign ARGS` with the fleet's settings; its output (exit 0 asserted)."""
         env = settings_env(self.settings, ONLOOP_GITHUB_PACING="false")
