@@ -35,7 +35,7 @@ from tasks.blueprints.replies import run_cancel, run_help, run_status
 from tasks.blueprints.resume import run_continue
 from tasks.blueprints.review import run_review
 from tasks.feedback import listeners as feedback
-from tasks.queue import backups, redeliver
+from tasks.queue import backups, campaign_ops, redeliver
 from tasks.queue.broker import BrokerWatch
 from tasks.queue.campaigns import CampaignWaker, Coordinator
 from tasks.queue.celery_app import create_celery
@@ -139,7 +139,7 @@ class Worker:
             redeliver=partial(redeliver.sweep, self.settings, self.github, self.db),
             purge_backups=partial(backups.sweep, self.settings, self.github, self.db),
             purge=self.purge_output,
-            campaigns=partial(campaign_store.request_all, self.db),
+            campaigns=self.campaign_tick,
         )
         if self.tracing.enabled:
             # Celery's instrumentation looks up the task of a message being sent in the
@@ -149,6 +149,15 @@ class Worker:
             # app too, but only after the dispatcher has started.
             celery.set_default()
         return celery
+
+    def campaign_tick(self) -> int:
+        """Beat's campaign task: the configuration repository's campaign files picked up,
+        then every campaign not closed asked to advance (the dispatchers' sweep does it)."""
+        try:
+            campaign_ops.pick_up(self.campaigns)
+        finally:
+            asked = campaign_store.request_all(self.db)
+        return asked
 
     def purge_output(self) -> int:
         """Beat's hourly task: delete job output older than ONLOOP_JOB_LOG_DAYS."""

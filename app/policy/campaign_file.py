@@ -9,6 +9,7 @@ import string
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, time
+from pathlib import Path
 from typing import Annotated, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -236,3 +237,32 @@ def parse_campaign(text: str) -> CampaignFile:
             f"depends_on: a cycle ({' → '.join(cycle)})", line_of(text, ["depends_on", cycle[0]])
         )
     return parsed
+
+
+def org_campaigns_repository(text: str) -> str | None:
+    """The organisation file's `campaigns.repository`: the configuration repository whose
+    `campaigns/` folder holds campaign files (and their tracking issues); ConfigError with
+    the line for anything else."""
+    data = yaml.safe_load(text) if text.strip() else None
+    section = data.get("campaigns") if isinstance(data, dict) else None
+    if section is None:
+        return None
+    if not isinstance(section, dict) or set(section) - {"repository"}:
+        raise ConfigError("campaigns: only `repository` may be set", line_of(text, ["campaigns"]))
+    name = section.get("repository")
+    if not isinstance(name, str) or not FULL_NAME.match(name):
+        raise ConfigError(
+            "campaigns.repository: owner/name", line_of(text, ["campaigns", "repository"])
+        )
+    return name
+
+
+def campaigns_repository(config_file: Path | None) -> str | None:
+    """`campaigns.repository` of ONLOOP_CONFIG_FILE; None without one (an unreadable or
+    invalid file names none: `onloop doctor` reports it)."""
+    if config_file is None:
+        return None
+    try:
+        return org_campaigns_repository(config_file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ConfigError, yaml.YAMLError):
+        return None

@@ -35,6 +35,7 @@ ORG_ONLY = (
     "budgets.installation",
     "backup_days",
     "dashboard",  # who sees every job on the pages (app/policy/dashboard.py)
+    "campaigns",  # the configuration repository of campaign files (app/policy/campaign_file.py)
 )
 
 

@@ -6,14 +6,20 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from github import GithubException
+
+from app.core.logs import get_logger
 from app.github.user_tokens import find_user_id
-from app.policy.campaign_file import parse_campaign
+from app.policy.campaign_file import campaigns_repository, parse_campaign
+from app.policy.repo_config import ConfigError
 from app.store import campaigns as store
 from app.store.models import Campaign, CampaignState, RepoState
 from tasks.queue.campaign_github import CampaignRefused
 from tasks.queue.campaigns import Coordinator
 
 STOPPED = (RepoState.QUEUED, RepoState.WAITING_ON_DEPENDENCY)
+FOLDER = "campaigns"  # of the configuration repository: one campaign file each
+log = get_logger("onloop.campaigns")
 
 
 @dataclass(frozen=True)
@@ -24,11 +30,14 @@ class Started:
     skipped: int
 
 
-def start(coordinator: Coordinator, text: str) -> Started:
+def start(coordinator: Coordinator, text: str, issue_repo: str | None = None) -> Started:
     """Validate the file (ConfigError with its line), check its owner, resolve its
     repositories, save it and take its first step. The same file again changes nothing;
-    a new change updates the open PRs on the same branch."""
+    a new change updates the open PRs on the same branch. `issue_repo`: where the tracking
+    issue goes when the file names none (the configuration repository it came from)."""
     spec = parse_campaign(text)
+    if spec.issue_repository is None and issue_repo is not None:
+        spec = spec.model_copy(update={"issue_repository": issue_repo})
     if spec.issue_repository is None:
         raise CampaignRefused(
             "issue_repository: name the repository for the campaign's tracking issue"
@@ -59,6 +68,40 @@ def start(coordinator: Coordinator, text: str) -> Started:
     coordinator.advance(campaign_id)
     skipped = sum(1 for _, reason in repos if reason)
     return Started(campaign_id, created, len(repos), skipped)
+
+
+def pick_up(coordinator: Coordinator) -> list[str]:
+    """Start (or update) the campaigns of the `campaigns/` folder of the configuration
+    repository the organisation file names; a file unchanged since it was saved is left
+    alone, a bad one is logged with its line. The names of the campaigns started or updated."""
+    repo_name = campaigns_repository(coordinator.settings.config_file)
+    if repo_name is None:
+        return []
+    side = coordinator.side
+    repo = side.client(side.installation_of(repo_name)).get_repo(repo_name)
+    try:
+        listed = repo.get_contents(FOLDER)
+    except GithubException as exc:
+        if exc.status == 404:
+            return []
+        raise
+    started = []
+    for item in listed if isinstance(listed, list) else [listed]:
+        if item.type != "file" or not item.name.endswith((".yml", ".yaml")):
+            continue
+        text = item.decoded_content.decode("utf-8", errors="replace")
+        where = f"{repo_name}/{item.path}"
+        try:
+            name = parse_campaign(text).name
+            saved = store.by_name(coordinator.db, name)
+            if saved is not None and saved.text == text:
+                continue
+            start(coordinator, text, issue_repo=repo_name)
+        except (ConfigError, CampaignRefused) as exc:
+            log.warning("campaign.file_refused", file=where, error=str(exc))
+            continue
+        started.append(name)
+    return started
 
 
 def named(coordinator: Coordinator, name: str) -> Campaign:

@@ -135,3 +135,22 @@ def test_the_owner_must_have_signed_in(coordinator: Coordinator) -> None:
         campaign_ops.start(coordinator, FILE.replace("owner: alice", "owner: bob"))
     with pytest.raises(CampaignRefused, match="issue_repository"):
         campaign_ops.start(coordinator, FILE.replace("issue_repository: octo/meta\n", ""))
+
+
+def test_campaign_files_are_picked_up_from_the_configuration_repository(
+    coordinator: Coordinator, github_double: GitHubDouble, tmp_path: Path
+) -> None:
+    org = tmp_path / "onloop-org.yml"
+    org.write_text("campaigns:\n  repository: octo/meta\n")
+    settings = coordinator.settings.model_copy(update={"config_file": org})
+    picking = Coordinator(settings, coordinator.db, coordinator.github)
+    assert campaign_ops.pick_up(picking) == []  # no campaigns/ folder yet
+    text = FILE.replace("issue_repository: octo/meta\n", "")
+    bad = "name: broken\nowner: alice\nrepositories: [octo/r1]\nchange: {run: []}\n"
+    github_double.commit("octo/meta", "main", {"campaigns/pace.yml": text, "campaigns/b.yml": bad})
+    assert campaign_ops.pick_up(picking) == ["pace"]
+    assert states(coordinator).count(RepoState.RUNNING) == 2
+    (issue,) = github_double.repo("octo/meta").issues.values()
+    assert "onloop campaign **pace**" in (issue.body or "")
+    assert campaign_ops.pick_up(picking) == []  # unchanged: left alone
+    assert campaigns.by_name(coordinator.db, "broken") is None
