@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from app.intake.events import Event
 from app.intake.payloads import PullRequest, PushCommit
-from app.store.campaigns import WAKE
+from app.store.campaigns import WAKE, WAKE_REPO
 from app.store.fastsql import Sql
 from app.store.models import utcnow
 
@@ -95,6 +95,7 @@ def note(sql: Sql, cur: Cursor, event: Event) -> None:
             _branch_commits(sql, cur, repo, ref.removeprefix(HEADS), commits)
         elif default and ref == HEADS + default:
             _reverts(sql, cur, repo, commits)
+            cur.execute(sql(WAKE_REPO), (sql.ts(utcnow()), repo))  # campaign PRs' base moved
 
 
 def _time(value: str | None) -> datetime | None:

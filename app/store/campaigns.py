@@ -48,6 +48,12 @@ WAKE = (
     " campaign_repositories WHERE repo = %s AND pr_number = %s)"
 )
 
+# A push to a repository's default branch: its campaign PRs may conflict now.
+WAKE_REPO = (
+    "UPDATE campaigns SET advance_requested_at = %s WHERE id IN (SELECT campaign_id FROM"
+    " campaign_repositories WHERE repo = %s AND state = 'pr_open')"
+)
+
 
 @dataclass(frozen=True)
 class NewCampaign:

@@ -353,6 +353,8 @@ class CampaignRepo(Base):
     ci_state: Mapped[str | None] = mapped_column(String(20))
     digest: Mapped[str | None] = mapped_column(String(16))  # the change its last job made
     siblings: Mapped[str | None] = mapped_column(String(64))  # digest of its PR's sibling list
+    # "<head sha>:<base sha>" of the conflicted PR last made again on its new base: once each.
+    rebase_of: Mapped[str | None] = mapped_column(String(81))
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), default=utcnow, onupdate=utcnow

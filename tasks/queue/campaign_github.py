@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from github import Github, GithubException
+from github.PullRequest import PullRequest
 from github.Repository import Repository
 
 import app.github.clients as gh
@@ -113,6 +114,20 @@ class CampaignGitHub:
                 ci = ci_state(repo, pr.head.sha)
                 if ci != row.ci_state:
                     store.update_repo(self.db, row.id, ci_state=ci)
+                self._remake_if_conflicted(row, pr)
+
+    def _remake_if_conflicted(self, row: CampaignRepo, pr: PullRequest) -> None:
+        """A PR whose base moved so that it conflicts is made again on the new base: the
+        campaign's change is reproducible, so this is a rebase with no conflict to resolve.
+        Only when conflicted (`mergeable_state` "dirty"; GitHub computes it in the
+        background and may say "unknown" first, then the next pass sees it:
+        https://docs.github.com/en/rest/guides/using-the-rest-api-to-interact-with-your-git-database#checking-mergeability-of-pull-requests),
+        once per head and base. Clearing the digest makes the next start a re-run."""
+        if pr.mergeable_state != "dirty":
+            return
+        key = f"{pr.head.sha}:{pr.base.sha}"
+        if row.rebase_of != key:
+            store.update_repo(self.db, row.id, rebase_of=key, digest=None)
 
     def link_siblings(
         self, campaign: Campaign, spec: CampaignFile, rows: Sequence[CampaignRepo]

@@ -50,6 +50,7 @@ def upgrade() -> None:
         sa.Column("ci_state", sa.String(20), nullable=True),
         sa.Column("digest", sa.String(16), nullable=True),
         sa.Column("siblings", sa.String(64), nullable=True),
+        sa.Column("rebase_of", sa.String(81), nullable=True),
         sa.Column("started_at", WHEN, nullable=True),
         sa.Column("updated_at", WHEN, nullable=False),
         sa.UniqueConstraint("campaign_id", "repo", name="uq_campaign_repositories"),
