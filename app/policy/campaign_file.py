@@ -10,13 +10,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from app.policy.repo_config import ConfigError, line_of
+from app.policy.repo_config import ConfigError, line_of, load_yaml
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$")
@@ -215,12 +215,7 @@ def dependency_cycle(graph: Mapping[str, list[str]]) -> list[str] | None:
 
 def parse_campaign(text: str) -> CampaignFile:
     """The campaign file's text, validated; ConfigError with the line otherwise."""
-    try:
-        data: Any = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"not valid YAML: {problem}", mark.line + 1 if mark else None) from None
+    data = load_yaml(text)
     if not isinstance(data, dict):
         raise ConfigError("a campaign file is a mapping of keys to values", 1)
     try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -193,18 +193,23 @@ def _unknown_keys(data: dict[str, object], model: type[BaseModel], prefix: str =
     return unknown
 
 
-def parse_repo_config(text: str | None) -> tuple[RepoConfig, list[str]]:
-    """Parse the file's text; returns the config and the keys it ignores (unknown ones, and
-    the ORG_ONLY ones a repository may not set), or raises ConfigError."""
-    if text is None or not text.strip():
-        return RepoConfig(), []
+def load_yaml(text: str) -> Any:
+    """The YAML text's data; ConfigError with the line where it is not valid YAML."""
     try:
-        data = yaml.safe_load(text)
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
         problem = getattr(exc, "problem", None) or str(exc)
         raise ConfigError(f"not valid YAML: {problem}", line) from None
+
+
+def parse_repo_config(text: str | None) -> tuple[RepoConfig, list[str]]:
+    """Parse the file's text; returns the config and the keys it ignores (unknown ones, and
+    the ORG_ONLY ones a repository may not set), or raises ConfigError."""
+    if text is None or not text.strip():
+        return RepoConfig(), []
+    data = load_yaml(text)
     if data is None:
         return RepoConfig(), []
     if not isinstance(data, dict):

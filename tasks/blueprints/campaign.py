@@ -18,8 +18,14 @@ from app.store.models import Campaign, CampaignRepo
 from tasks.agent import AgentTask, Quoted
 from tasks.blueprints import Step, run_steps
 from tasks.blueprints.change import STEPS as CHANGE_STEPS
-from tasks.blueprints.change import Change, ChangeOutcome, configured_agent, make_change
-from tasks.blueprints.checks import failures, plan, run_all, summary
+from tasks.blueprints.change import (
+    Change,
+    ChangeOutcome,
+    configured_agent,
+    make_change,
+    run_required,
+)
+from tasks.blueprints.checks import failures, plan
 from tasks.blueprints.common import Work, begin, installation_repo
 from tasks.blueprints.pushes import branch_lease
 from tasks.feedback.campaigns import Line, pr_section, with_section
@@ -57,12 +63,8 @@ def _plan(commands: list[str], change: Change) -> str | None:
 
 def _commands(change: Change) -> str | None:
     """The campaign's `run:` commands, in the sandbox; one that fails stops the change."""
-    if change.budget is not None:
-        return "not run: the daily budget is used up"
-    change.fixes = run_all(change.box, change.plan.fix)
-    if not all(o.ok for o in change.fixes):
-        change.outcome = ChangeOutcome.UNVALIDATED
-    return (summary(change.fixes) or "no commands") + "\n" + failures(change.fixes)
+    change.fixes, said = run_required(change, change.plan.fix)
+    return said
 
 
 def _steps(commands: list[str]) -> list[Step[Change]]:

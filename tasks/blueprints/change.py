@@ -150,12 +150,19 @@ def _fixers(change: Change) -> str | None:
 
 
 def _validate(change: Change) -> str | None:
+    change.validation, said = run_required(change, change.plan.validation)
+    return said
+
+
+def run_required(change: Change, commands: list[str]) -> tuple[list[Outcome], str]:
+    """Run `commands` in the sandbox: their outcomes and what the step says; one that fails
+    leaves the change unvalidated. Not run once the daily budget is used up."""
     if change.budget is not None:
-        return "not run: the daily budget is used up"
-    change.validation = run_all(change.box, change.plan.validation)
-    if not all(o.ok for o in change.validation):
+        return [], "not run: the daily budget is used up"
+    outcomes = run_all(change.box, commands)
+    if not all(o.ok for o in outcomes):
         change.outcome = ChangeOutcome.UNVALIDATED
-    return summary(change.validation) + "\n" + failures(change.validation)
+    return outcomes, summary(outcomes) + "\n" + failures(outcomes)
 
 
 def _commit(change: Change) -> str | None:
