@@ -115,8 +115,9 @@ def sibling_lines(rows: list[CampaignRepo], repo: str) -> list[Line]:
 
 
 def open_or_update(state: CampaignChange) -> PullRequest:
-    """The campaign's PR for the branch, opened with the owner's token, or edited when one is
-    open already (a re-run pushes to the same branch and keeps its PR)."""
+    """The campaign's PR for the branch, opened with the owner's token, or, when one is open
+    already (a re-run pushes to the same branch and keeps its PR), its title and campaign
+    section brought up to date; what people wrote in its body stays."""
     work, spec, campaign = state.work, state.spec, state.campaign
     repo_name = work.repo.full_name
     title = spec.render(spec.title, repo_name)[:240]
@@ -131,7 +132,7 @@ def open_or_update(state: CampaignChange) -> PullRequest:
     work.ctx.before_write()
     if existing:
         pr = existing[0]
-        body = with_section(spec.render(spec.body, repo_name), campaign.id, section)
+        body = with_section(pr.body or spec.render(spec.body, repo_name), campaign.id, section)
         if (pr.title, pr.body or "") != (title, body):
             pr.edit(title=title, body=body)
         return pr
