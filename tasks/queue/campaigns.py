@@ -191,9 +191,10 @@ def outcome_of_job(job: Job, campaign: Campaign) -> dict[str, Any]:
         return {"state": RepoState.PR_OPEN, "pr_number": result.get("pr"), "reason": None}
     if job.state == JobState.SUCCEEDED:
         return {"state": RepoState.NOTHING_TO_CHANGE, "reason": None}
-    if job.state == JobState.CANCELLED:
+    if job.state == JobState.CANCELLED:  # by a person (the job page) or by the campaign
         if campaign.state == CampaignState.ACTIVE:
-            return {"state": RepoState.QUEUED}
+            reason = "its job was cancelled; `onloop campaign start` again retries it"
+            return {"state": RepoState.SKIPPED, "reason": reason}
         return {"state": RepoState.SKIPPED, "reason": f"the campaign was {campaign.state}"}
     if job.state == JobState.WAITING_FOR_AUTHORIZATION:
         return {"state": RepoState.FAILED, "reason": f"@{campaign.owner} must authorise onloop"}
