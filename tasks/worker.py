@@ -22,12 +22,14 @@ from app.github.clients import GitHubApp
 from app.github.conditional import ETagCache
 from app.github.write_slots import WriteSlots
 from app.policy.org_config import OrgConfigLoader
+from app.store import campaigns as campaign_store
 from app.store import joblog
 from app.store.db import Database
 from app.store.deployment import deployment_id
 from tasks.blueprints.address_review import run_address_review
 from tasks.blueprints.allow import run_allow
 from tasks.blueprints.apply import run_apply
+from tasks.blueprints.campaign import run_campaign_change
 from tasks.blueprints.fix_ci import run_fix_ci
 from tasks.blueprints.fix_issue import run_fix_issue
 from tasks.blueprints.fixers import run_fixers
@@ -36,12 +38,13 @@ from tasks.blueprints.replies import run_cancel, run_help, run_status
 from tasks.blueprints.resume import run_continue
 from tasks.blueprints.review import run_review
 from tasks.feedback import listeners as feedback
-from tasks.queue import backups, redeliver, schedules
+from tasks.queue import backups, campaign_ops, redeliver, schedules
 from tasks.queue.broker import BrokerWatch
+from tasks.queue.campaigns import CampaignWaker, Coordinator
 from tasks.queue.celery_app import create_celery
 from tasks.queue.dispatch import Dispatcher
 from tasks.queue.watchdog import Watchdog, settling_context
-from tasks.runner.context import Runner
+from tasks.runner.context import JobContext, JobListener, Runner
 from tasks.runner.limits import Limiter
 from tasks.runner.quota import Once
 from tasks.runner.run import JobRunner, Listeners
@@ -62,6 +65,7 @@ RUNNERS: Mapping[str, Runner] = {
     Kind.ADDRESS_REVIEW: run_address_review,
     Kind.APPLY_SUGGESTIONS: run_apply,
     Kind.RUN_FIXERS: run_fixers,  # schedules
+    Kind.CAMPAIGN_CHANGE: run_campaign_change,
 }
 
 
@@ -98,13 +102,15 @@ class Worker:
             self.once = Once(client)
         self._workplace: Workplace | None = None
         self._workplace_lock = threading.Lock()
+        self.campaigns = Coordinator(settings, self.db, self.github)
+        self._listeners = listeners
         self.jobs = JobRunner(
             settings,
             self.db,
             runners,
             github=self.github,
             meter=self.meter,
-            listeners=listeners,
+            listeners=self.listeners,
             queued=feedback.queued,
             limiter=self.limiter,
             once=self.once,
@@ -114,6 +120,13 @@ class Worker:
             tracer=self.tracing.tracer("onloop.jobs"),
             events=JobEvents(settings.redis_url),
         )
+
+    def listeners(self, ctx: JobContext) -> list[JobListener]:
+        """A campaign job is followed by its campaign (the tracking issue says how it went);
+        every other job by its status comment and check run."""
+        if ctx.job.kind == Kind.CAMPAIGN_CHANGE:
+            return [CampaignWaker(self.campaigns)]
+        return self._listeners(ctx)
 
     def workplace(self) -> Workplace:
         """The sandbox backend, mirrors, snapshots and warm pool, made on first use: with the
@@ -132,6 +145,7 @@ class Worker:
             purge_backups=partial(backups.sweep, self.settings, self.github, self.db),
             purge=self.purge_output,
             tick=self.schedule_tick,
+            campaigns=self.campaign_tick,
         )
         if self.tracing.enabled:
             # Celery's instrumentation looks up the task of a message being sent in the
@@ -141,6 +155,15 @@ class Worker:
             # app too, but only after the dispatcher has started.
             celery.set_default()
         return celery
+
+    def campaign_tick(self) -> int:
+        """Beat's campaign task: the configuration repository's campaign files picked up,
+        then every campaign not closed asked to advance (the dispatchers' sweep does it)."""
+        try:
+            campaign_ops.pick_up(self.campaigns)
+        finally:
+            asked = campaign_store.request_all(self.db)
+        return asked
 
     def purge_output(self) -> int:
         """Beat's hourly task: delete job output older than ONLOOP_JOB_LOG_DAYS."""
@@ -191,6 +214,7 @@ class Worker:
             else None,
             traced=self.tracing.enabled,
             bell=BellListener(self.settings.redis_url),
+            campaigns=self.campaigns.sweep,
         )
         dispatcher.start()
         argv = [

@@ -13,7 +13,7 @@ import requests
 from github import GithubException
 from pydantic import ValidationError
 
-from app.cli import admin, jobs, sandbox, setup
+from app.cli import admin, campaign, jobs, sandbox, setup
 from app.cli.common import check_migrated, check_org_file, parse_since, settings_or_exit
 from app.cli.dev import DEV_SECRETS, run_dev, stored_dev_secrets
 from app.cli.doctor import explain_failure, run_doctor
@@ -193,6 +193,7 @@ for command in (
     admin.resume,
     admin.audit,
     jobs.jobs,
+    campaign.campaign,
     setup.setup,
     setup.beat,
     sandbox.sandbox,

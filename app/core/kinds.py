@@ -26,6 +26,7 @@ class Kind(StrEnum):
     # --- schedules (`schedules:` in .github/onloop.yml, started by `onloop beat`) ---
     RUN_FIXERS = "run_fixers"  # the `checks.fix` fixers on the default branch; a PR if changed
     # --- end of schedules ---
+    CAMPAIGN_CHANGE = "campaign_change"  # one repository's part of a campaign (its owner's PR)
 
 
 # The installation token every job gets (for its one repository): reads, plus onloop's own
@@ -107,6 +108,15 @@ KINDS: Kinds = MappingProxyType(
                 config_key="fix",
                 pushes_to_head=True,
                 permissions=REVIEW_THREADS,
+            ),
+            # A campaign's change in one repository, pushed to the campaign's branch with a
+            # PR in the owner's name (tasks/blueprints/campaign.py); the coordinator starts it.
+            KindSpec(
+                Kind.CAMPAIGN_CHANGE,
+                verb=None,
+                sandboxed=True,
+                config_key="fix",
+                asked_by="`onloop campaign start`",
             ),
             KindSpec(Kind.HELP, verb="help", sandboxed=False),
             KindSpec(Kind.CANCEL, verb="cancel", sandboxed=False),

@@ -10,3 +10,4 @@ PURGE_JOB_OUTPUT = (
     "onloop.purge_job_output"  # beat's hourly purge of job output past ONLOOP_JOB_LOG_DAYS
 )
 SCHEDULE_TICK = "onloop.schedule_tick"  # beat's minutely look for due `schedules:` slots
+ADVANCE_CAMPAIGNS = "onloop.advance_campaigns"  # beat's tick: every open campaign looked at

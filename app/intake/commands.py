@@ -32,6 +32,7 @@ class CommandParams(TypedDict, total=False):
     implicit: bool  # nobody typed a command (a review): refusals are said nowhere
     schedule: str  # the `schedules:` entry whose slot made the job (tasks/queue/schedules.py)
     slot: str  # that slot, ISO 8601 UTC
+    campaign_id: int  # campaign_change: the campaign (app/store/campaigns.py)
 
 
 def issue_digest(title: str | None, body: str | None) -> str:

@@ -11,6 +11,7 @@ from datetime import datetime
 
 from app.intake.events import Event
 from app.intake.payloads import PullRequest, PushCommit
+from app.store.campaigns import WAKE, WAKE_REPO
 from app.store.fastsql import Sql, Steps
 from app.store.models import utcnow
 
@@ -90,6 +91,7 @@ def note(sql: Sql, event: Event) -> Steps[None]:
             yield from _branch_commits(sql, repo, ref.removeprefix(HEADS), commits)
         elif default and ref == HEADS + default:
             yield from _reverts(sql, repo, commits)
+            yield sql(WAKE_REPO), (sql.ts(utcnow()), repo)  # campaign PRs' base moved
 
 
 def _time(value: str | None) -> datetime | None:
@@ -121,6 +123,8 @@ def _pull(sql: Sql, repo: str, action: str, pull: PullRequest) -> Steps[None]:
         yield sql(CLOSED), values
     elif action == "reopened":
         yield sql(REOPENED), (False, repo, number)
+    if action in ("closed", "reopened", "synchronize"):  # a campaign's PR: look at it again
+        yield sql(WAKE), (sql.ts(utcnow()), repo, number)
 
 
 def _branch_commits(sql: Sql, repo: str, branch: str, commits: list[PushCommit]) -> Steps[None]:

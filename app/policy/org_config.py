@@ -11,6 +11,7 @@ import yaml
 from pydantic import BaseModel
 
 from app.core.settings import Settings
+from app.policy.campaign_file import org_campaigns_repository
 from app.policy.dashboard import org_operators
 from app.policy.egress import narrow_egress
 from app.policy.images import allowed_images, check_operator_image, choose_image
@@ -47,6 +48,7 @@ def parse_org_config(text: str) -> RepoConfig:
         raise ConfigError(f"unknown key {unknown[0]!r}", line_of(text, unknown[0].split(".")))
     org_images(text)
     org_operators(text)
+    org_campaigns_repository(text)
     return config
 
 

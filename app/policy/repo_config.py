@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from enum import StrEnum
-from typing import Annotated, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 import yaml
 from pydantic import (
@@ -36,6 +36,7 @@ ORG_ONLY = (
     "budgets.installation",
     "backup_days",
     "dashboard",  # who sees every job on the pages (app/policy/dashboard.py)
+    "campaigns",  # the configuration repository of campaign files (app/policy/campaign_file.py)
 )
 
 
@@ -215,18 +216,23 @@ def _item_model(annotation: object) -> type[BaseModel] | None:
     return None
 
 
-def parse_repo_config(text: str | None) -> tuple[RepoConfig, list[str]]:
-    """Parse the file's text; returns the config and the keys it ignores (unknown ones, and
-    the ORG_ONLY ones a repository may not set), or raises ConfigError."""
-    if text is None or not text.strip():
-        return RepoConfig(), []
+def load_yaml(text: str) -> Any:
+    """The YAML text's data; ConfigError with the line where it is not valid YAML."""
     try:
-        data = yaml.safe_load(text)
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
         problem = getattr(exc, "problem", None) or str(exc)
         raise ConfigError(f"not valid YAML: {problem}", line) from None
+
+
+def parse_repo_config(text: str | None) -> tuple[RepoConfig, list[str]]:
+    """Parse the file's text; returns the config and the keys it ignores (unknown ones, and
+    the ORG_ONLY ones a repository may not set), or raises ConfigError."""
+    if text is None or not text.strip():
+        return RepoConfig(), []
+    data = load_yaml(text)
     if data is None:
         return RepoConfig(), []
     if not isinstance(data, dict):

@@ -16,6 +16,7 @@ from app.core.telemetry import RedisCollector, Telemetry
 from app.policy.budget_report import report
 from app.policy.budgets import Budget
 from app.policy.repo_config import ConfigError
+from app.store import campaigns
 from app.store.db import Database
 from app.store.models import Job, Outbox
 
@@ -48,6 +49,23 @@ class _JobCollector(Collector):
                 yield queue
             except Exception:  # noqa: S110 - Redis away: the gauge is left out of this scrape
                 pass
+
+
+class _CampaignCollector(Collector):
+    """Each campaign's repositories by state, counted in the database at scrape time."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        repos = GaugeMetricFamily(
+            "onloop_campaign_repositories",
+            "Repositories of each campaign by state",
+            labels=["campaign", "campaign_state", "state"],
+        )
+        for name, state, repo_state, count in campaigns.counts(self.db):
+            repos.add_metric([name, state, repo_state], count)
+        yield repos
 
 
 class _BudgetCollector(Collector):
@@ -88,6 +106,7 @@ class Metrics:
         self.writer = writer
         self.registry.register(_JobCollector(db, self.writer))
         self.registry.register(RedisCollector(self.writer))
+        self.registry.register(_CampaignCollector(db))
         if settings is not None:
             self.registry.register(_BudgetCollector(db, settings, kinds))
 

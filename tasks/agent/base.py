@@ -16,7 +16,14 @@ from app.core.markdown import fence_for, fenced
 from tasks.sandbox.base import Sandbox
 
 # The kinds an agent works on, each with its instructions in prompts/<kind>.md.
-AGENT_KINDS = (Kind.FIX_ISSUE, Kind.FIX_CI, Kind.REBASE_PR, Kind.REVIEW_PR, Kind.ADDRESS_REVIEW)
+AGENT_KINDS = (
+    Kind.FIX_ISSUE,
+    Kind.FIX_CI,
+    Kind.REBASE_PR,
+    Kind.REVIEW_PR,
+    Kind.ADDRESS_REVIEW,
+    Kind.CAMPAIGN_CHANGE,
+)
 READ_ONLY_KINDS = frozenset({Kind.REVIEW_PR})
 
 

@@ -150,12 +150,19 @@ def _fixers(change: Change) -> str | None:
 
 
 def _validate(change: Change) -> str | None:
+    change.validation, said = run_required(change, change.plan.validation)
+    return said
+
+
+def run_required(change: Change, commands: list[str]) -> tuple[list[Outcome], str]:
+    """Run `commands` in the sandbox: their outcomes and what the step says; one that fails
+    leaves the change unvalidated. Not run once the daily budget is used up."""
     if change.budget is not None:
-        return "not run: the daily budget is used up"
-    change.validation = run_all(change.box, change.plan.validation)
-    if not all(o.ok for o in change.validation):
+        return [], "not run: the daily budget is used up"
+    outcomes = run_all(change.box, commands)
+    if not all(o.ok for o in outcomes):
         change.outcome = ChangeOutcome.UNVALIDATED
-    return summary(change.validation) + "\n" + failures(change.validation)
+    return outcomes, summary(outcomes) + "\n" + failures(outcomes)
 
 
 def _commit(change: Change) -> str | None:
@@ -196,13 +203,15 @@ def make_change(
     trailers: Sequence[str] = (),
     base: str | None = None,
     agent: bool = True,
+    steps: Sequence[Step[Change]] = STEPS,
 ) -> Change:
     """Check out `rev` in a sandbox (`trust`: of the code at `rev`) and run the steps; the
     sandbox is gone afterwards. `base` (default: `rev`) is what the guard checks the change
-    against: a continued job's is where the first run began. `agent` False: no agent step."""
+    against: a continued job's is where the first run began. `agent` False: no agent step.
+    `steps`: a blueprint's own (a campaign's commands instead of the repository's fixers)."""
     with work.sandbox(rev, trust=trust, branch=branch, refs=refs) as js:
         start = base or js.sha
         change = Change(work, js.sandbox, task.kind, task, subject, trailers, base=start)
         change.use_agent = agent
-        run_steps(work.ctx, STEPS, change)
+        run_steps(work.ctx, steps, change)
     return change

@@ -32,10 +32,11 @@ TRAILER = "Onloop-Job"
 VIA = "createCommitOnBranch"  # the audit's name for commits GitHub made (verified.py)
 
 
-def branch_lease(work: Work, branch: str, again: str) -> str:
+def branch_lease(work: Work, branch: str, again: str, mark: str | None = None) -> str:
     """What `branch` must still hold when onloop pushes its own branch: "" (it must not
     exist), or its tip when an earlier run of this same job pushed it (a worker died
-    after pushing). Anything else on it is somebody's work: JobFailed, never overwritten."""
+    after pushing). Anything else on it is somebody's work: JobFailed, never overwritten.
+    `mark`: the trailer line that makes the tip onloop's (default: this job's)."""
     try:
         tip = work.repo.get_branch(branch).commit.sha
     except GithubException as exc:
@@ -45,7 +46,8 @@ def branch_lease(work: Work, branch: str, again: str) -> str:
     cache, name = work.place.cache, work.repo.full_name
     mirror = cache.ensure(name, work.repo.clone_url, work.install_token, sha=tip)
     message = git(["log", "-1", "--format=%B", tip], mirror, check=False).stdout
-    if not re.search(rf"^{TRAILER}: {work.ctx.job.id}$", message, re.MULTILINE):
+    mark = mark or f"{TRAILER}: {work.ctx.job.id}"
+    if not re.search(rf"^{re.escape(mark)}$", message, re.MULTILINE):
         raise JobFailed(
             f"branch `{branch}` already exists and holds work this job did not make; "
             f"delete or rename it, then {again}"

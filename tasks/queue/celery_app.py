@@ -14,6 +14,7 @@ from celery.exceptions import Reject
 from celery.worker import state as worker_state
 
 from app.core.queues import (
+    ADVANCE_CAMPAIGNS,
     PURGE_BACKUPS,
     PURGE_JOB_OUTPUT,
     QUEUE,
@@ -34,6 +35,7 @@ PAUSE_FIRST, PAUSE_MAX = 0.5, 2.0
 PURGE_INTERVAL = 6 * 3600.0  # seconds between purges of expired rebase backup refs
 PURGE_SECONDS = 3600.0  # how often beat purges job output older than ONLOOP_JOB_LOG_DAYS
 TICK_SECONDS = 60.0  # how often beat looks for due `schedules:` slots (they are to the minute)
+CAMPAIGN_SECONDS = 60.0  # beat's safety net: every campaign looked at again this often
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:
@@ -61,6 +63,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
             "purge-job-output": {"task": PURGE_JOB_OUTPUT, "schedule": PURGE_SECONDS},
             # Each beat sends it; a slot's row fires the slot once (tasks/queue/schedules.py).
             "schedule-tick": {"task": SCHEDULE_TICK, "schedule": TICK_SECONDS},
+            "advance-campaigns": {"task": ADVANCE_CAMPAIGNS, "schedule": CAMPAIGN_SECONDS},
         },
     }
 
@@ -72,6 +75,7 @@ def create_celery(
     purge_backups: Callable[[], list[str]] | None = None,
     purge: Callable[[], int] | None = None,
     tick: Callable[[], int] | None = None,
+    campaigns: Callable[[], int] | None = None,
 ) -> Celery:
     """A Celery app for `settings`. The worker passes what its tasks run; a sender (the
     dispatcher's tests, beat) needs only the names."""
@@ -108,6 +112,13 @@ def create_celery(
         @celery.task(name=SCHEDULE_TICK, ignore_result=True)
         def _schedule_tick() -> int:
             return fire_due()
+
+    if campaigns is not None:
+        wake_campaigns = campaigns
+
+        @celery.task(name=ADVANCE_CAMPAIGNS, ignore_result=True)
+        def _advance_campaigns() -> int:
+            return wake_campaigns()  # the dispatchers' sweep then advances them
 
     return celery
 

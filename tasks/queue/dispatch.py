@@ -149,6 +149,8 @@ class Dispatcher:
         broker_interval: float = 1.0,
         traced: bool = False,
         bell: BellListener | None = None,
+        campaigns: Callable[[], object] | None = None,
+        campaigns_interval: float = 1.0,
     ) -> None:
         self.bell = bell  # intake's ring ends a wait early; the poll stays the safety net
         self.context = context  # a given-up job's context, for its GitHub calls
@@ -166,6 +168,9 @@ class Dispatcher:
         self._thread = threading.Thread(target=self.run, name="onloop-dispatcher", daemon=True)
         self._last_recovery = 0.0
         self.broker, self.broker_interval = broker, broker_interval
+        # The campaigns asked to advance (tasks/queue/campaigns.py), looked at this often.
+        self.campaigns, self.campaigns_interval = campaigns, campaigns_interval
+        self._last_campaigns = -campaigns_interval
         self._last_broker_look = -broker_interval
         # Why messages may have been lost and not yet sent again (None: none were).
         self._recover: str | None = None
@@ -191,6 +196,14 @@ class Dispatcher:
                 self.outage.noticed(why_down(exc))
             except Exception as exc:
                 log.warning("dispatch.watchdog_failed", error=f"{type(exc).__name__}: {exc}")
+        if self.campaigns and now - self._last_campaigns >= self.campaigns_interval:
+            self._last_campaigns = now
+            try:  # a campaign's trouble must not hold up the outbox
+                self.campaigns()
+            except DATABASE_DOWN as exc:
+                self.outage.noticed(why_down(exc))
+            except Exception as exc:
+                log.warning("dispatch.campaigns_failed", error=f"{type(exc).__name__}: {exc}")
         if now - self._last_recovery > 5:
             self._last_recovery = now
             requeued = requeue_abandoned(self.db)

@@ -212,3 +212,19 @@ def push(double: GitHubDouble, repo: str, ref: str, user: str = "alice") -> dict
         "installation": {"id": _installation_id(double, repo)},
         "sender": _sender(double, user),
     }
+
+
+def pull_request_event(
+    double: GitHubDouble, repo: str, number: int, action: str, sender: str
+) -> dict[str, Any]:
+    """pull_request.<action> (e.g. `closed` after `merge_pull`) with the REST pull request."""
+    ctx = _ctx(double)
+    r = double.repo(repo)
+    return {
+        "action": action,
+        "number": number,
+        "pull_request": shapes.pull(ctx, r, double.issue(repo, number)),
+        "repository": _repository(double, repo),
+        "installation": {"id": _installation_id(double, repo)},
+        "sender": _sender(double, sender),
+    }

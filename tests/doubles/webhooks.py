@@ -41,6 +41,8 @@ TABLES = (
     "job_output",
     "onloop_pulls",
     "schedule_slots",
+    "campaign_repositories",
+    "campaigns",
     "onloop_branch_commits",
 )
 

@@ -43,7 +43,12 @@ CSP = (
 
 def init_app(app: Flask) -> None:
     """Register the pages on `app` (after app.web.state's Onloop is in place)."""
-    from app.web.pages import insights, joblist, live  # noqa: F401 - their routes use this module's helpers
+    from app.web.pages import (  # noqa: F401 - their routes use this module's helpers
+        campaigns,
+        insights,
+        joblist,
+        live,
+    )
 
     state = onloop(app)
     app.extensions[EXTENSION] = build(state.settings, state.db, state.metrics.writer)
@@ -103,7 +108,7 @@ def job(job_id: int) -> BaseResponse | str:
 @bp.after_app_request
 def _headers(response: Response) -> Response:
     if request.blueprint in ("pages", "pages_live", "pages_list") or request.path.startswith(
-        ("/jobs", "/pages/")
+        ("/jobs", "/pages/", "/campaigns")
     ):
         response.headers["Content-Security-Policy"] = CSP
         response.headers["X-Content-Type-Options"] = "nosniff"

@@ -25,6 +25,7 @@ class Activity:
         def find_repo(self, full_name: str) -> Repo | None: ...
         def user(self, login: str, type: str = "User") -> User: ...
         def next_id(self) -> int: ...
+        def log_pull(self, action: Any, repo: str, n: int) -> None: ...
 
     # --- issues, pulls, comments -----------------------------------------------------------
     def create_issue(
@@ -88,6 +89,7 @@ class Activity:
                 maintainer_can_modify,
                 draft,
             )
+            self.log_pull("opened", r.full_name, issue.number)
             return issue
 
     def resolve_head(self, repo: Repo, head: str) -> tuple[Repo, str]:

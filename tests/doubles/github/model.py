@@ -144,6 +144,8 @@ class Repo:
     issues: dict[int, Issue] = field(default_factory=dict)
     next_number: int = 1
     created_at: float = 0.0
+    topics: list[str] = field(default_factory=list)
+    language: str | None = None
 
     @property
     def full_name(self) -> str:

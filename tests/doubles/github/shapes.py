@@ -74,6 +74,8 @@ def repo(ctx: Ctx, r: Repo, full: bool = True) -> dict[str, Any]:
         "default_branch": r.default_branch,
         "archived": False,
         "disabled": False,
+        "topics": list(r.topics),
+        "language": r.language,
         "created_at": iso(r.created_at),
         "updated_at": iso(r.created_at),
         "pushed_at": iso(r.created_at),
@@ -161,11 +163,25 @@ def refresh_pull(ctx: Ctx, r: Repo, i: Issue) -> None:
     i.pull.base_sha = gitrepo.rev(r.git_dir, f"refs/heads/{i.pull.base_ref}") or i.pull.base_sha
 
 
+def mergeable_state(r: Repo, i: Issue, head_repo: Repo) -> str:
+    """ "dirty" when the head conflicts with the base, "clean" when not, as GitHub says once
+    it has computed it; "unknown" for a closed PR or a fork's head (not computed here)."""
+    p = i.pull
+    if p is None or i.state != "open" or head_repo is not r:
+        return "unknown"
+    try:  # exit status 1 on a conflict (https://git-scm.com/docs/git-merge-tree)
+        gitrepo.git(r.git_dir, "merge-tree", "--write-tree", p.base_sha, p.head_sha)
+    except RuntimeError:
+        return "dirty"
+    return "clean"
+
+
 def pull(ctx: Ctx, r: Repo, i: Issue) -> dict[str, Any]:
     assert i.pull is not None
     refresh_pull(ctx, r, i)
     p = i.pull
     head_repo = ctx.state.find_repo(p.head_repo) or r
+    state = mergeable_state(r, i, head_repo)
     base = issue(ctx, r, i)
     api = ctx.api(f"/repos/{r.full_name}/pulls/{i.number}")
     base.pop("pull_request", None)
@@ -184,9 +200,9 @@ def pull(ctx: Ctx, r: Repo, i: Issue) -> dict[str, Any]:
             "merged": p.merged,
             "merged_at": None,
             "merge_commit_sha": None,
-            "mergeable": None,
+            "mergeable": None if state == "unknown" else state == "clean",
             "rebaseable": None,
-            "mergeable_state": "unknown",
+            "mergeable_state": state,
             "maintainer_can_modify": p.maintainer_can_modify,
             "requested_reviewers": [],
             "auto_merge": None,

@@ -16,6 +16,7 @@ from tests.doubles.github.handlers.actions import Actions
 from tests.doubles.github.handlers.branches import Protections
 from tests.doubles.github.handlers.checks import Checks
 from tests.doubles.github.handlers.refs import BranchMerge
+from tests.doubles.github.merging import Merging, PullEvent
 from tests.doubles.github.model import (
     ROLES,
     App,
@@ -52,7 +53,7 @@ def _token_value(prefix: str) -> str:
     return prefix + "".join(secrets.choice(alphabet) for _ in range(36))
 
 
-class State(Activity, ReviewActivity, Recorder):
+class State(Activity, ReviewActivity, Merging, Recorder):
     """All mutable data; every handler runs holding `lock`."""
 
     def __init__(self, root: Path, app: App) -> None:
@@ -77,6 +78,7 @@ class State(Activity, ReviewActivity, Recorder):
         self.checks = Checks()  # check runs made by apps (handlers/checks.py)
         self.verified: set[str] = set()  # commits GitHub signed (createCommitOnBranch, merges)
         self.branch_merges: list[BranchMerge] = []  # POST /merges (handlers/refs.py)
+        self.pull_log: list[PullEvent] = []  # pulls opened, closed, merged (merging.py)
         self.protections = Protections()  # branch protection, rulesets (handlers/branches.py)
         self.user(app.bot_login, type="Bot")
         self.user(app.owner)

@@ -133,6 +133,10 @@ def update_pull(ctx: Ctx) -> Response:
         if key in body:
             setattr(issue, key, body[key])
     if body.get("state") in ("open", "closed"):
+        if body["state"] != issue.state:
+            ctx.state.log_pull(
+                "opened" if body["state"] == "open" else "closed", repo.full_name, issue.number
+            )
         issue.state = body["state"]
         issue.closed_at = time.time() if issue.state == "closed" else None
     if body.get("base"):
