@@ -127,13 +127,7 @@ class Worker:
             purge_backups=partial(backups.sweep, self.settings, self.github, self.db),
             purge=self.purge_output,
         )
-        if self.tracing.enabled:
-            # Celery's instrumentation looks up the task of a message being sent in the
-            # current app (celery.registry), which for a thread of its own, such as the
-            # dispatcher, is the default app. If the task is not there, the send's span
-            # never ends and stays that thread's context. `worker_main` sets the default
-            # app too, but only after the dispatcher has started.
-            celery.set_default()
+        self.tracing.instrument_celery(celery)  # traced: the default app until shutdown
         return celery
 
     def purge_output(self) -> int:

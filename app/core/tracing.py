@@ -24,8 +24,9 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from opentelemetry.util.types import AttributeValue
 
 if TYPE_CHECKING:
+    from celery import Celery
     from flask import Flask
-    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
     from opentelemetry.sdk.trace.export import SpanExporter
     from sqlalchemy.engine import Engine
 
@@ -182,14 +183,22 @@ class Tracing:
     ) -> Tracing:
         """Traces on, sent to `exporter` (tests: InMemorySpanExporter, unbatched), made
         OpenTelemetry's global provider unless this process already has one."""
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+
+        processor = BatchSpanProcessor(exporter) if batch else SimpleSpanProcessor(exporter)
+        return cls.with_processor(service, processor, environ=environ)
+
+    @classmethod
+    def with_processor(
+        cls, service: str, processor: SpanProcessor, *, environ: Mapping[str, str] | None = None
+    ) -> Tracing:
+        """Traces on, each ended span handed to `processor`; as `with_exporter`."""
         from opentelemetry.sdk.resources import SERVICE_NAME, Resource
         from opentelemetry.sdk.trace import TracerProvider as SdkProvider
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 
         env = os.environ if environ is None else environ
         named = {} if env.get("OTEL_SERVICE_NAME") else {SERVICE_NAME: service}
         provider = SdkProvider(resource=Resource.create(named))  # sampler: OTEL_TRACES_SAMPLER
-        processor = BatchSpanProcessor(exporter) if batch else SimpleSpanProcessor(exporter)
         provider.add_span_processor(processor)
         if not isinstance(trace.get_tracer_provider(), SdkProvider):
             trace.set_tracer_provider(provider)
@@ -230,6 +239,27 @@ class Tracing:
                 instrumentor.instrument(tracer_provider=self.provider)
                 self._undo.append(instrumentor.uninstrument)
         self.instrument_engine(engine)
+
+    def instrument_celery(self, celery: Celery) -> None:
+        """Make `celery` the process's default app and this thread's current one until
+        `shutdown`. Celery's instrumentation looks up the task of a message being sent in
+        the current app (celery.registry), which for a thread of its own, such as the
+        dispatcher, is the default app; were the task not there, the send's span would never
+        end and would stay that thread's context. `worker_main` sets the default app too,
+        but only after the dispatcher has started."""
+        if self.provider is None:
+            return
+        from celery import Celery as CeleryApp
+
+        celery.set_default()
+        celery.set_current()
+
+        def blank() -> None:  # what Celery itself makes when no app is set
+            empty = CeleryApp("default", set_as_current=False)
+            empty.set_default()
+            empty.set_current()
+
+        self._undo.append(blank)
 
     def instrument_engine(self, engine: Engine) -> None:
         """Spans for the SQL on `engine` (statements with placeholders, never parameters)."""
