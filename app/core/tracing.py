@@ -129,23 +129,33 @@ def span(
     *,
     context: otel_context.Context | None = None,
     links: Sequence[trace.Link] = (),
+    start_time: int | None = None,
+    end_on_exit: bool = True,
 ) -> Iterator[trace.Span]:
     """A span as the current one (a child of `context`'s when given); an exception marks it
     failed with the exception's type alone: its message may quote a URL, a command or a
-    reply that a span must not keep."""
+    reply that a span must not keep. `start_time` (ns since the epoch) and
+    `end_on_exit=False` let a caller give it the times it records itself (a job's steps)."""
     with tracer.start_as_current_span(
         name,
         context=context,
         attributes=attributes,
         links=links,
+        start_time=start_time,
         record_exception=False,
         set_status_on_exception=False,
+        end_on_exit=end_on_exit,
     ) as current:
         try:
             yield current
         except BaseException as exc:
             current.set_status(Status(StatusCode.ERROR, type(exc).__name__))
             raise
+
+
+def nanos(seconds: float) -> int:
+    """Seconds since the epoch, as a span's times are kept: nanoseconds."""
+    return round(seconds * 1e9)
 
 
 @dataclass

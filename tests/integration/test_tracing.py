@@ -27,7 +27,7 @@ from sqlalchemy import text
 
 from app.core.crypto import TokenBox
 from app.core.queues import QUEUE, RUN_JOB
-from app.core.tracing import Tracing, context_of, traceparent_of
+from app.core.tracing import Tracing, context_of, nanos, traceparent_of
 from app.github.user_tokens import TokenPair, store
 from app.store.db import Database
 from app.store.models import TERMINAL_STATES, Job, JobState
@@ -192,6 +192,17 @@ def test_a_job_without_a_stored_traceparent_is_a_trace_of_its_own(
     assert job.parent is None
     kids: list[Any] = [s for s in span_exporter.get_finished_spans() if s.parent is not None]
     assert any(s.parent.span_id == job.context.span_id for s in kids)
+
+    # Each step's span lasts exactly as its record (what the job page draws) says.
+    with db.read() as s:
+        row = s.get(Job, job_id)
+        stored = list(row.steps or []) if row else []
+    spans = {s.name: s for s in span_exporter.get_finished_spans() if s.name.startswith("step ")}
+    assert stored and len(spans) == len(stored), (stored, list(spans))
+    for step in stored:
+        traced = spans[f"step {step['name']}"]
+        assert traced.start_time == nanos(step["started"])
+        assert traced.end_time == nanos(step["started"]) + nanos(step["duration"])
 
 
 def test_the_context_rides_the_outbox_row_and_the_celery_message(
