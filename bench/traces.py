@@ -38,6 +38,7 @@ _ID = re.compile(r"/[0-9a-f]{12,64}(?=/|$)")  # container and exec ids
 _NUMBER = re.compile(r"/\d+(?=/|$)")
 _REPO = re.compile(r"/repos/[^/]+/[^/]+")
 _VERSION = re.compile(r"^/v\d+\.\d+")
+_NAMED = re.compile(r"/(branches|collaborators)/[^/]+")  # a branch's or a person's name
 
 
 class NoFloor(Floor):
@@ -59,7 +60,7 @@ class NoFloor(Floor):
 def _path(url: str) -> str:
     """A URL's path with its ids as placeholders: one label for each kind of call."""
     path = re.sub(r"^[a-z+]+://[^/]+", "", url).split("?")[0].removeprefix("/api/v3")
-    path = _VERSION.sub("", _REPO.sub("/repos/{repo}", path))
+    path = _VERSION.sub("", _NAMED.sub(r"/\1/{name}", _REPO.sub("/repos/{repo}", path)))
     return _NUMBER.sub("/{n}", _ID.sub("/{id}", path))
 
 
@@ -101,20 +102,35 @@ FAMILIES = {
 
 def family(name: str) -> str:
     """The label's kind of cost, for the summary."""
-    return FAMILIES.get(name.split()[0], name)
+    return FAMILIES.get(name.split()[0].rstrip(":"), name)
 
 
-def _covered(intervals: list[tuple[int, int]]) -> int:
-    """Nanoseconds the union of `intervals` covers."""
-    total, end = 0, None
-    for start, stop in sorted(intervals):
-        if end is None or start > end:
-            total += stop - start
-            end = stop
-        elif stop > end:
-            total += stop - end
-            end = stop
-    return total
+def _gaps(start: int, end: int, inner: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The parts of [start, end] that no interval of `inner` covers."""
+    gaps, at = [], start
+    for a, b in sorted(inner):
+        if a > at:
+            gaps.append((at, min(a, end)))
+        at = max(at, b)
+    return [*gaps, (at, end)] if at < end else gaps
+
+
+def _own(s: Span, kids: list[Span], t0: int, t1: int) -> Counter[str]:
+    """The span's self time within [t0, t1]; a job's or step's by what came just before
+    (its own code between two calls: "job: after git fetch")."""
+    start, end = max(s.start, t0), min(s.end, t1)
+    times: Counter[str] = Counter()
+    if end <= start:
+        return times
+    inner = [(max(k.start, start), min(k.end, end)) for k in kids]
+    for a, b in _gaps(start, end, [(x, y) for x, y in inner if y > x]):
+        name = label(s)
+        if s.name == "job" or s.name.startswith("step "):
+            before = [k for k in kids if k.end <= a]
+            last = max(before, key=lambda k: k.end) if before else None
+            name += f": after {label(last)}" if last else ": at its start"
+        times[name] += b - a
+    return times
 
 
 def self_times(spans: list[Span], t0: int, t1: int) -> Counter[str]:
@@ -124,11 +140,7 @@ def self_times(spans: list[Span], t0: int, t1: int) -> Counter[str]:
         kids.setdefault(s.parent_id, []).append(s)
     times: Counter[str] = Counter()
     for s in spans:
-        start, end = max(s.start, t0), min(s.end, t1)
-        if end <= start:
-            continue
-        inner = [(max(k.start, start), min(k.end, end)) for k in kids.get(s.span_id, [])]
-        times[label(s)] += (end - start) - _covered([(a, b) for a, b in inner if b > a])
+        times += _own(s, kids.get(s.span_id, []), t0, t1)
     by_name = {s.name.split("/")[0]: s for s in spans if "/onloop.run_job" in s.name}
     delivery = next(s for s in spans if s.name == "webhook.delivery")
     send, run = by_name.get("apply_async"), by_name.get("run")
