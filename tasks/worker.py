@@ -18,6 +18,7 @@ from app.core.settings import Settings
 from app.core.telemetry import Telemetry
 from app.core.tracing import Tracing
 from app.github.clients import GitHubApp
+from app.github.conditional import ETagCache
 from app.github.write_slots import WriteSlots
 from app.policy.org_config import OrgConfigLoader
 from app.store import joblog
@@ -28,12 +29,13 @@ from tasks.blueprints.allow import run_allow
 from tasks.blueprints.apply import run_apply
 from tasks.blueprints.fix_ci import run_fix_ci
 from tasks.blueprints.fix_issue import run_fix_issue
+from tasks.blueprints.fixers import run_fixers
 from tasks.blueprints.rebase import run_rebase
 from tasks.blueprints.replies import run_cancel, run_help, run_status
 from tasks.blueprints.resume import run_continue
 from tasks.blueprints.review import run_review
 from tasks.feedback import listeners as feedback
-from tasks.queue import backups, redeliver
+from tasks.queue import backups, redeliver, schedules
 from tasks.queue.broker import BrokerWatch
 from tasks.queue.celery_app import create_celery
 from tasks.queue.dispatch import Dispatcher
@@ -58,6 +60,7 @@ RUNNERS: Mapping[str, Runner] = {
     Kind.CONTINUE: run_continue,
     Kind.ADDRESS_REVIEW: run_address_review,
     Kind.APPLY_SUGGESTIONS: run_apply,
+    Kind.RUN_FIXERS: run_fixers,  # schedules
 }
 
 
@@ -85,6 +88,7 @@ class Worker:
         self.tracing.instrument_worker(self.db.engine)
         self.meter = Telemetry(settings.redis_url)
         self.github = GitHubApp(settings, WriteSlots.for_settings(settings), self.meter)
+        self.etags = ETagCache()  # the schedule tick's reads of every repository's config
         self.limiter: Limiter | None = None
         self.once: Once | None = None
         if settings.redis_url:
@@ -126,6 +130,7 @@ class Worker:
             redeliver=partial(redeliver.sweep, self.settings, self.github, self.db),
             purge_backups=partial(backups.sweep, self.settings, self.github, self.db),
             purge=self.purge_output,
+            tick=self.schedule_tick,
         )
         self.tracing.instrument_celery(celery)  # traced: the default app until shutdown
         return celery
@@ -133,6 +138,12 @@ class Worker:
     def purge_output(self) -> int:
         """Beat's hourly task: delete job output older than ONLOOP_JOB_LOG_DAYS."""
         return joblog.purge(self.db, self.settings.job_log_days)
+
+    def schedule_tick(self) -> int:
+        """Beat's minutely task: start the `schedules:` slots now due; how many it claimed."""
+        return len(
+            schedules.tick(self.settings, self.github, self.db, self.etags, kinds=self.kinds)
+        )
 
     def watchdog(self) -> Watchdog:
         """The watchdog this worker's dispatcher runs: the database and GitHub only."""

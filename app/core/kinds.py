@@ -23,6 +23,9 @@ class Kind(StrEnum):
     CONTINUE = "continue"  # a job stopped at its daily budget, resumed from its WIP branch
     ADDRESS_REVIEW = "address_review"  # a review of onloop's PR: suggestions, comments, threads
     APPLY_SUGGESTIONS = "apply_suggestions"  # `/agent apply`: reviewers' suggestion blocks
+    # --- schedules (`schedules:` in .github/onloop.yml, started by `onloop beat`) ---
+    RUN_FIXERS = "run_fixers"  # the `checks.fix` fixers on the default branch; a PR if changed
+    # --- end of schedules ---
 
 
 # The installation token every job gets (for its one repository): reads, plus onloop's own
@@ -111,6 +114,15 @@ KINDS: Kinds = MappingProxyType(
             # Its commit, push and PR are the person's own (their token); no sandbox is used,
             # but it gets a status comment and check run like the kinds that change code.
             KindSpec(Kind.ALLOW, verb="allow", sandboxed=True, on_issues=True),
+            # --- schedules: a schedule's owner asked for it by naming themselves in it ---
+            KindSpec(
+                Kind.RUN_FIXERS,
+                verb=None,
+                sandboxed=True,
+                config_key="fix",
+                asked_by="a `fixers` schedule in `.github/onloop.yml`",
+            ),
+            # --- end of schedules ---
         )
     }
 )

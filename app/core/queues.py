@@ -9,3 +9,4 @@ PURGE_BACKUPS = "onloop.purge_backups"  # beat's purge of rebase backup refs pas
 PURGE_JOB_OUTPUT = (
     "onloop.purge_job_output"  # beat's hourly purge of job output past ONLOOP_JOB_LOG_DAYS
 )
+SCHEDULE_TICK = "onloop.schedule_tick"  # beat's minutely look for due `schedules:` slots

@@ -6,6 +6,7 @@ import re
 
 from github.Issue import Issue
 from github.IssueComment import IssueComment
+from github.Repository import Repository
 
 from app.core.markdown import fenced, plain
 
@@ -47,3 +48,23 @@ def fold(summary: str, markdown: str) -> str:
 def details(summary: str, text: str, limit: int = 3000) -> str:
     """Fold a log's tail into a <details> block, fenced so that nothing in it is Markdown."""
     return fold(summary, fenced(text[-limit:]))
+
+
+def upsert_issue(repo: Repository, key: str, title: str, body: str, author: str | None) -> Issue:
+    """Edit the open issue by `author` carrying `key`'s marker, or open it: what onloop says
+    about a repository with no thread to say it on (a schedule it skips)."""
+    text = f"{marker(key)}\n{body}"
+    issue = open_issue(repo, key, author)
+    if issue is None:
+        return repo.create_issue(title=title, body=text)
+    if issue.body != text or issue.title != title:
+        issue.edit(title=title, body=text)
+    return issue
+
+
+def open_issue(repo: Repository, key: str, author: str | None) -> Issue | None:
+    """The open issue by `author` carrying `key`'s marker, if there is one."""
+    for issue in repo.get_issues(state="open"):
+        if marker(key) in (issue.body or "") and author in (None, issue.user.login):
+            return issue
+    return None

@@ -30,6 +30,8 @@ class CommandParams(TypedDict, total=False):
     issue_sha256: str
     review_id: int  # address_review: the review that asked
     implicit: bool  # nobody typed a command (a review): refusals are said nowhere
+    schedule: str  # the `schedules:` entry whose slot made the job (tasks/queue/schedules.py)
+    slot: str  # that slot, ISO 8601 UTC
 
 
 def issue_digest(title: str | None, body: str | None) -> str:

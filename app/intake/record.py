@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from app.core.kinds import KINDS, Kinds, sandboxed
 from app.intake.commands import CancelStale, Command, InstallationChange, RevokeAuthorization
+from app.intake.config_push import mark_stale
 from app.intake.decide import Action, Ignored, explain
 from app.intake.events import Event
 from app.intake.freshness import is_stale
@@ -153,6 +154,7 @@ def _record(
         return IntakeResult(200, Ignored.DUPLICATE)  # this request has written nothing
     delivery_row_id = int(rows[0][0])
     note(sql, cur, event)  # onloop's pull requests, for /insights
+    mark_stale(sql, cur, event)  # a push to the default branch: beat's schedules read it again
     if trigger is not None and not sql.sqlite:
         first = bool(rows[0][1])
     else:

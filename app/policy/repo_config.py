@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 import yaml
 from pydantic import (
@@ -20,6 +20,7 @@ from pydantic import (
 from app.policy.egress import EgressEntry, check_entry
 from app.policy.images import check_reference
 from app.policy.path_rules import MAX_PATTERNS, check_count, check_pattern
+from app.policy.schedules import Schedule, duplicate_names
 
 Permission = Literal["read", "triage", "write", "maintain", "admin"]
 PERMISSION_RANK: dict[str, int] = {"read": 0, "triage": 1, "write": 2, "maintain": 3, "admin": 4}
@@ -160,6 +161,16 @@ class RepoConfig(_Section):
     # `verified` also applies wherever GitHub requires signed commits (tasks/blueprints/signing.py)
     commits: CommitMode = CommitMode.GIT
     rebase: RebaseMode = RebaseMode.REFUSE
+    # Work `onloop beat` starts at cron slots, each in its owner's name (app/policy/schedules.py);
+    # the repository's own file alone says them (effective_config keeps the organisation's).
+    schedules: list[Schedule] = Field(default_factory=list)
+
+    @field_validator("schedules")
+    @classmethod
+    def _schedules(cls, value: list[Schedule]) -> list[Schedule]:
+        if twice := duplicate_names(value):
+            raise ValueError(f"two schedules are named {', '.join(twice)}; names must differ")
+        return value
 
     def allows(self, verb: str) -> bool:
         return verb not in ALLOWED_COMMANDS or verb in self.commands
@@ -189,7 +200,19 @@ def _unknown_keys(data: dict[str, object], model: type[BaseModel], prefix: str =
         if isinstance(value, dict) and isinstance(annotation, type):
             if issubclass(annotation, BaseModel):
                 unknown += _unknown_keys(value, annotation, f"{prefix}{key}.")
+        elif isinstance(value, list) and (item := _item_model(annotation)) is not None:
+            for index, entry in enumerate(value):  # a list of sections: `schedules.0.typo`
+                if isinstance(entry, dict):
+                    unknown += _unknown_keys(entry, item, f"{prefix}{key}.{index}.")
     return unknown
+
+
+def _item_model(annotation: object) -> type[BaseModel] | None:
+    """The model of a `list[Model]` field's items; None for any other field."""
+    args = get_args(annotation)
+    if len(args) == 1 and isinstance(args[0], type) and issubclass(args[0], BaseModel):
+        return args[0]
+    return None
 
 
 def parse_repo_config(text: str | None) -> tuple[RepoConfig, list[str]]:

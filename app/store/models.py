@@ -1,5 +1,5 @@
 """The tables: deliveries, triggers, installations, jobs, outbox, repo configs, users, audit,
-the deployment's own id, and what /insights reads about onloop's pull requests."""
+the deployment's own id, what /insights reads about onloop's pull requests, schedule slots."""
 
 from __future__ import annotations
 
@@ -285,3 +285,21 @@ class BranchCommit(Base):
     pull_number: Mapped[int | None] = mapped_column(Integer)  # set when that PR closed
     key: Mapped[str] = mapped_column(String(64))
     at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class ScheduleSlot(Base):
+    """One slot of a repository's schedule (`schedules:`), claimed by the first beat tick to
+    reach it: the unique row fires it once, however many beat processes tick
+    (tasks/queue/schedules.py). `outcome` is a ScheduleOutcome, `job_ids` what it started."""
+
+    __tablename__ = "schedule_slots"
+    __table_args__ = (UniqueConstraint("repo", "schedule", "slot", name="uq_schedule_slots_slot"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    repo: Mapped[str] = mapped_column(String(200))
+    schedule: Mapped[str] = mapped_column(String(40))
+    slot: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    outcome: Mapped[str] = mapped_column(String(32))
+    detail: Mapped[str | None] = mapped_column(Text)
+    job_ids: Mapped[list[Any]] = mapped_column(default=list)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -18,8 +18,9 @@ log = get_logger("onloop.beat")
 
 
 def run_beat(settings: Settings, schedule: Path = SCHEDULE_FILE) -> None:
-    """Run until stopped. Run one per deployment: two would queue every periodic task twice.
-    The watchdog runs beside it when the App's settings are there to reach GitHub."""
+    """Run until stopped. Run one per deployment: two would queue every periodic task twice
+    (harmless for the schedule tick, whose slots fire once however often it comes, but
+    wasteful for the rest). The watchdog runs beside it when the App's settings are there."""
     celery = create_celery(settings)
     schedule.parent.mkdir(parents=True, exist_ok=True)
     stop = threading.Event()

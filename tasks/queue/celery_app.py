@@ -13,7 +13,14 @@ from celery import Celery
 from celery.exceptions import Reject
 from celery.worker import state as worker_state
 
-from app.core.queues import PURGE_BACKUPS, PURGE_JOB_OUTPUT, QUEUE, REDELIVER_MISSED, RUN_JOB
+from app.core.queues import (
+    PURGE_BACKUPS,
+    PURGE_JOB_OUTPUT,
+    QUEUE,
+    REDELIVER_MISSED,
+    RUN_JOB,
+    SCHEDULE_TICK,
+)
 from app.core.settings import Settings
 from tasks.queue.outage import Outage
 from tasks.runner.run import JobUnread
@@ -26,6 +33,7 @@ RunJob = Callable[[int, Requeue], str]  # (job id, ask again in N seconds) -> ou
 PAUSE_FIRST, PAUSE_MAX = 0.5, 2.0
 PURGE_INTERVAL = 6 * 3600.0  # seconds between purges of expired rebase backup refs
 PURGE_SECONDS = 3600.0  # how often beat purges job output older than ONLOOP_JOB_LOG_DAYS
+TICK_SECONDS = 60.0  # how often beat looks for due `schedules:` slots (they are to the minute)
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:
@@ -51,6 +59,8 @@ def celery_config(settings: Settings) -> dict[str, Any]:
             },
             "purge-backups": {"task": PURGE_BACKUPS, "schedule": PURGE_INTERVAL},
             "purge-job-output": {"task": PURGE_JOB_OUTPUT, "schedule": PURGE_SECONDS},
+            # Each beat sends it; a slot's row fires the slot once (tasks/queue/schedules.py).
+            "schedule-tick": {"task": SCHEDULE_TICK, "schedule": TICK_SECONDS},
         },
     }
 
@@ -61,6 +71,7 @@ def create_celery(
     redeliver: Callable[[], list[str]] | None = None,
     purge_backups: Callable[[], list[str]] | None = None,
     purge: Callable[[], int] | None = None,
+    tick: Callable[[], int] | None = None,
 ) -> Celery:
     """A Celery app for `settings`. The worker passes what its tasks run; a sender (the
     dispatcher's tests, beat) needs only the names."""
@@ -94,6 +105,13 @@ def create_celery(
         @celery.task(name=PURGE_JOB_OUTPUT, ignore_result=True, shared=False)
         def _purge_job_output() -> int:
             return purge_output()
+
+    if tick is not None:
+        fire_due = tick
+
+        @celery.task(name=SCHEDULE_TICK, ignore_result=True, shared=False)
+        def _schedule_tick() -> int:
+            return fire_due()
 
     return celery
 

@@ -199,3 +199,16 @@ def pull_request_review_comment(
         "installation": {"id": _installation_id(double, repo)},
         "sender": _sender(double, comment["user"]["login"]),
     }
+
+
+def push(double: GitHubDouble, repo: str, ref: str, user: str = "alice") -> dict[str, Any]:
+    """A `push` of `ref`'s current tip (commits as GitHub lists them are not needed here)."""
+    sha = double.branch_sha(repo, ref.removeprefix("refs/heads/"))
+    return {
+        "ref": ref,
+        "after": sha,
+        "commits": [],
+        "repository": _repository(double, repo),
+        "installation": {"id": _installation_id(double, repo)},
+        "sender": _sender(double, user),
+    }

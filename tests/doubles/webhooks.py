@@ -40,6 +40,7 @@ TABLES = (
     "audit_log",
     "job_output",
     "onloop_pulls",
+    "schedule_slots",
     "onloop_branch_commits",
 )
 

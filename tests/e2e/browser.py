@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 from flask import Flask
 from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
@@ -78,24 +77,6 @@ def served() -> Iterator[Served]:
     server = Served()
     yield server
     server.stop()
-
-
-def clean(client: redis.Redis) -> None:
-    """Drop the pages' sessions and cached access checks (the double's ids repeat)."""
-    for pattern in ("onloop:session:*", "onloop:pages:*"):
-        for key in client.scan_iter(pattern):
-            client.delete(key)
-
-
-@pytest.fixture
-def pages_redis_url() -> Iterator[str]:
-    """The test Redis (ONLOOP_TEST_REDIS_URL), without other tests' sessions."""
-    url = os.environ.get("ONLOOP_TEST_REDIS_URL", "redis://127.0.0.1:6379/9")
-    client = redis.Redis.from_url(url)
-    clean(client)
-    yield url
-    clean(client)
-    client.close()
 
 
 @dataclass

@@ -9,7 +9,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from tests.doubles.onloop_pulls import close, onloop_pull, revert, via_http
-from tests.e2e.browser import Site, browser, pages_redis_url, served, site, status_of
+from tests.doubles.pages import pages_redis_url
+from tests.e2e.browser import Site, browser, served, site, status_of
 
 __all__ = ["browser", "pages_redis_url", "served", "site"]  # the fixtures
 pytestmark = [pytest.mark.browser]

@@ -16,6 +16,7 @@ from app.store import joblog
 from app.store.db import Database
 from app.store.models import Job, JobState
 from tests.doubles.github.double import GitHubDouble
+from tests.doubles.pages import pages_redis_url
 from tests.doubles.payloads import issue_labeled
 from tests.doubles.worker_proc import wait_until
 from tests.e2e.browser import (
@@ -23,7 +24,6 @@ from tests.e2e.browser import (
     Site,
     a_job,
     browser,
-    pages_redis_url,
     screenshot,
     served,
     sign_in,

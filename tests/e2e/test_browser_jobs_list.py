@@ -8,7 +8,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from app.store.models import JobState
-from tests.e2e.browser import Site, a_job, browser, pages_redis_url, served, site, status_of
+from tests.doubles.pages import pages_redis_url
+from tests.e2e.browser import Site, a_job, browser, served, site, status_of
 
 __all__ = ["browser", "pages_redis_url", "served", "site"]  # the fixtures
 pytestmark = [pytest.mark.browser]

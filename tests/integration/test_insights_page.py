@@ -4,14 +4,11 @@ shown only for the repositories the person may read (operators: all)."""
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-import redis
 from flask.testing import FlaskClient
 
 from app.core.settings import Settings
@@ -20,40 +17,24 @@ from app.store.db import Database
 from app.store.models import AuditEntry, Job, JobState, utcnow
 from app.web import create_app
 from tests.doubles.github.double import GitHubDouble
-from tests.doubles.github.settings import settings_for
 from tests.doubles.oauth_flow import open_signed_in
 from tests.doubles.onloop_pulls import close, onloop_pull, revert, via_client
+from tests.doubles.pages import operator_settings, pages_redis_url
+
+__all__ = ["pages_redis_url"]  # the fixture
 
 REPO, OTHER = "acme/secret", "acme/other"
 
 
 @pytest.fixture
-def redis_url() -> Iterator[str]:
-    url = os.environ.get("ONLOOP_TEST_REDIS_URL", "redis://127.0.0.1:6379/9")
-    client = redis.Redis.from_url(url)
-    for pattern in ("onloop:session:*", "onloop:pages:*"):
-        for key in client.scan_iter(pattern):
-            client.delete(key)
-    yield url
-
-
-@pytest.fixture
 def settings(
-    github_double: GitHubDouble, database_url: str, redis_url: str, tmp_path: Path
+    github_double: GitHubDouble, database_url: str, pages_redis_url: str, tmp_path: Path
 ) -> Settings:
     for repo in (REPO, OTHER):
         github_double.create_repo(repo, {"README.md": "hi\n"}, private=True)
     github_double.set_permission(REPO, "alice", "read")
     github_double.user("olivia")
-    operators = tmp_path / "onloop-org.yml"
-    operators.write_text("dashboard:\n  operators: [Olivia]\n")
-    return settings_for(
-        github_double,
-        tmp_path,
-        database_url=database_url,
-        redis_url=redis_url,
-        config_file=operators,
-    )
+    return operator_settings(github_double, tmp_path, database_url, pages_redis_url)
 
 
 def jobs(db: Database, repo: str) -> None:

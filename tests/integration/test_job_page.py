@@ -3,14 +3,11 @@ read the job's repository (or operators), its output rendered as text only."""
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-import redis
 import requests
 
 from app.core.settings import Settings
@@ -19,8 +16,10 @@ from app.store.db import Database
 from app.store.models import Job, JobState, aware, utcnow
 from app.web import create_app
 from tests.doubles.github.double import GitHubDouble
-from tests.doubles.github.settings import settings_for
 from tests.doubles.oauth_flow import open_signed_in
+from tests.doubles.pages import operator_settings, pages_redis_url
+
+__all__ = ["pages_redis_url"]  # the fixture
 
 REPO = "acme/secret"
 HOSTILE = (
@@ -32,31 +31,13 @@ HOSTILE = (
 
 
 @pytest.fixture
-def redis_url() -> Iterator[str]:
-    url = os.environ.get("ONLOOP_TEST_REDIS_URL", "redis://127.0.0.1:6379/9")
-    client = redis.Redis.from_url(url)
-    for pattern in ("onloop:session:*", "onloop:pages:*"):
-        for key in client.scan_iter(pattern):
-            client.delete(key)
-    yield url
-
-
-@pytest.fixture
 def settings(
-    github_double: GitHubDouble, database_url: str, redis_url: str, tmp_path: Path
+    github_double: GitHubDouble, database_url: str, pages_redis_url: str, tmp_path: Path
 ) -> Settings:
     github_double.create_repo(REPO, private=True)
     github_double.set_permission(REPO, "alice", "read")
     github_double.user("mallory")
-    operators = tmp_path / "onloop-org.yml"
-    operators.write_text("dashboard:\n  operators: [Olivia]\n")
-    return settings_for(
-        github_double,
-        tmp_path,
-        database_url=database_url,
-        redis_url=redis_url,
-        config_file=operators,
-    )
+    return operator_settings(github_double, tmp_path, database_url, pages_redis_url)
 
 
 def a_job(

@@ -16,9 +16,9 @@ from app.store.models import AuditEntry, Job, JobState, RepoConfigCache
 from app.web import create_app
 from tests.doubles.github.double import GitHubDouble
 from tests.doubles.oauth_flow import open_signed_in
-from tests.integration.test_job_page import REPO, a_job, redis_url, settings
+from tests.integration.test_job_page import REPO, a_job, pages_redis_url, settings
 
-__all__ = ["redis_url", "settings"]  # the fixtures, shared with the page's tests
+__all__ = ["pages_redis_url", "settings"]  # the fixtures, shared with the page's tests
 
 
 def events_of(body: Iterator[bytes]) -> Iterator[str]:

@@ -16,11 +16,10 @@ from app.store.db import Database
 from app.store.models import Installation, Job, JobState
 from app.web import create_app
 from tests.doubles.github.double import GitHubDouble
-from tests.doubles.github.settings import settings_for
 from tests.doubles.oauth_flow import open_signed_in
-from tests.integration.test_job_page import redis_url
+from tests.doubles.pages import operator_settings, pages_redis_url
 
-__all__ = ["redis_url"]  # the fixture, shared with the job page's tests
+__all__ = ["pages_redis_url"]  # the fixture
 
 SECRET, OPEN, HIDDEN = "acme/secret", "acme/open", "umbrella/hidden"
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
@@ -28,7 +27,7 @@ T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
 @pytest.fixture
 def settings(
-    github_double: GitHubDouble, database_url: str, redis_url: str, tmp_path: Path
+    github_double: GitHubDouble, database_url: str, pages_redis_url: str, tmp_path: Path
 ) -> Settings:
     for repo in (SECRET, OPEN, HIDDEN):
         github_double.create_repo(repo, private=True)
@@ -36,15 +35,7 @@ def settings(
     github_double.set_permission(OPEN, "alice", "write")
     github_double.user("mallory")
     github_double.user("olivia")
-    operators = tmp_path / "onloop-org.yml"
-    operators.write_text("dashboard:\n  operators: [Olivia]\n")
-    return settings_for(
-        github_double,
-        tmp_path,
-        database_url=database_url,
-        redis_url=redis_url,
-        config_file=operators,
-    )
+    return operator_settings(github_double, tmp_path, database_url, pages_redis_url)
 
 
 def add_jobs(db: Database, *specs: dict[str, Any]) -> list[int]:
