@@ -147,13 +147,7 @@ class Worker:
             tick=self.schedule_tick,
             campaigns=self.campaign_tick,
         )
-        if self.tracing.enabled:
-            # Celery's instrumentation looks up the task of a message being sent in the
-            # current app (celery.registry), which for a thread of its own, such as the
-            # dispatcher, is the default app. If the task is not there, the send's span
-            # never ends and stays that thread's context. `worker_main` sets the default
-            # app too, but only after the dispatcher has started.
-            celery.set_default()
+        self.tracing.instrument_celery(celery)  # traced: the default app until shutdown
         return celery
 
     def campaign_tick(self) -> int:

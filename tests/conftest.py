@@ -14,7 +14,8 @@ from typing import Any
 import docker.errors
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
@@ -240,22 +241,44 @@ def host_ip(docker_client: Any, gateway: EgressGateway) -> str:
 # --- traces ----------------------------------------------------------------------------
 
 
+class SpanGate(SimpleSpanProcessor):
+    """Hands ended spans to the exporter only while a test holds the `tracing` fixture: the
+    session's provider stays OpenTelemetry's global one (set once per process), whose
+    tracers the git, sandbox and step code use; other tests' spans are dropped, not kept."""
+
+    def __init__(self, exporter: InMemorySpanExporter) -> None:
+        super().__init__(exporter)
+        self.exporter, self.open = exporter, False
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if self.open:
+            super().on_end(span)
+
+
 @pytest.fixture(scope="session")
-def span_exporter() -> InMemorySpanExporter:
-    """One provider for the session (OpenTelemetry lets a process set its global provider
-    once), recording into memory, unbatched."""
-    found = InMemorySpanExporter()
-    Tracing.with_exporter("onloop-test", found, batch=False)
-    return found
+def span_gate() -> SpanGate:
+    """One provider for the session, recording into memory, unbatched, behind a gate."""
+    gate = SpanGate(InMemorySpanExporter())
+    Tracing.with_processor("onloop-test", gate)
+    return gate
 
 
 @pytest.fixture
-def tracing(span_exporter: InMemorySpanExporter) -> Iterator[Tracing]:
+def span_exporter(span_gate: SpanGate) -> InMemorySpanExporter:
+    return span_gate.exporter
+
+
+@pytest.fixture
+def tracing(span_gate: SpanGate, span_exporter: InMemorySpanExporter) -> Iterator[Tracing]:
     """Traces on, for the app and the worker a test builds; instrumentation undone after."""
     provider = trace.get_tracer_provider()
     assert isinstance(provider, TracerProvider)
+    span_gate.open = True
     span_exporter.clear()
     traces = Tracing("onloop-test", provider)
-    yield traces
-    traces.shutdown()
-    span_exporter.clear()
+    try:
+        yield traces
+    finally:
+        traces.shutdown()
+        span_gate.open = False
+        span_exporter.clear()

@@ -24,8 +24,9 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from opentelemetry.util.types import AttributeValue
 
 if TYPE_CHECKING:
+    from celery import Celery
     from flask import Flask
-    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
     from opentelemetry.sdk.trace.export import SpanExporter
     from sqlalchemy.engine import Engine
 
@@ -128,23 +129,33 @@ def span(
     *,
     context: otel_context.Context | None = None,
     links: Sequence[trace.Link] = (),
+    start_time: int | None = None,
+    end_on_exit: bool = True,
 ) -> Iterator[trace.Span]:
     """A span as the current one (a child of `context`'s when given); an exception marks it
     failed with the exception's type alone: its message may quote a URL, a command or a
-    reply that a span must not keep."""
+    reply that a span must not keep. `start_time` (ns since the epoch) and
+    `end_on_exit=False` let a caller give it the times it records itself (a job's steps)."""
     with tracer.start_as_current_span(
         name,
         context=context,
         attributes=attributes,
         links=links,
+        start_time=start_time,
         record_exception=False,
         set_status_on_exception=False,
+        end_on_exit=end_on_exit,
     ) as current:
         try:
             yield current
         except BaseException as exc:
             current.set_status(Status(StatusCode.ERROR, type(exc).__name__))
             raise
+
+
+def nanos(seconds: float) -> int:
+    """Seconds since the epoch, as a span's times are kept: nanoseconds."""
+    return round(seconds * 1e9)
 
 
 @dataclass
@@ -182,14 +193,22 @@ class Tracing:
     ) -> Tracing:
         """Traces on, sent to `exporter` (tests: InMemorySpanExporter, unbatched), made
         OpenTelemetry's global provider unless this process already has one."""
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+
+        processor = BatchSpanProcessor(exporter) if batch else SimpleSpanProcessor(exporter)
+        return cls.with_processor(service, processor, environ=environ)
+
+    @classmethod
+    def with_processor(
+        cls, service: str, processor: SpanProcessor, *, environ: Mapping[str, str] | None = None
+    ) -> Tracing:
+        """Traces on, each ended span handed to `processor`; as `with_exporter`."""
         from opentelemetry.sdk.resources import SERVICE_NAME, Resource
         from opentelemetry.sdk.trace import TracerProvider as SdkProvider
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 
         env = os.environ if environ is None else environ
         named = {} if env.get("OTEL_SERVICE_NAME") else {SERVICE_NAME: service}
         provider = SdkProvider(resource=Resource.create(named))  # sampler: OTEL_TRACES_SAMPLER
-        processor = BatchSpanProcessor(exporter) if batch else SimpleSpanProcessor(exporter)
         provider.add_span_processor(processor)
         if not isinstance(trace.get_tracer_provider(), SdkProvider):
             trace.set_tracer_provider(provider)
@@ -230,6 +249,27 @@ class Tracing:
                 instrumentor.instrument(tracer_provider=self.provider)
                 self._undo.append(instrumentor.uninstrument)
         self.instrument_engine(engine)
+
+    def instrument_celery(self, celery: Celery) -> None:
+        """Make `celery` the process's default app and this thread's current one until
+        `shutdown`. Celery's instrumentation looks up the task of a message being sent in
+        the current app (celery.registry), which for a thread of its own, such as the
+        dispatcher, is the default app; were the task not there, the send's span would never
+        end and would stay that thread's context. `worker_main` sets the default app too,
+        but only after the dispatcher has started."""
+        if self.provider is None:
+            return
+        from celery import Celery as CeleryApp
+
+        celery.set_default()
+        celery.set_current()
+
+        def blank() -> None:  # what Celery itself makes when no app is set
+            empty = CeleryApp("default", set_as_current=False)
+            empty.set_default()
+            empty.set_current()
+
+        self._undo.append(blank)
 
     def instrument_engine(self, engine: Engine) -> None:
         """Spans for the SQL on `engine` (statements with placeholders, never parameters)."""

@@ -82,34 +82,38 @@ def create_celery(
     if not settings.redis_url:
         raise ValueError("ONLOOP_REDIS_URL is not set")
     celery = Celery("onloop", set_as_current=False)
+    # Each task is this app's alone (shared=False): Celery's default, shared=True, also hands
+    # the task to every app finalized later in the process, which then runs the first app's
+    # callable under that name, not its own
+    # (Celery.task in https://github.com/celery/celery/blob/main/celery/app/base.py).
     celery.conf.update(celery_config(settings))
     if run_job is not None:
         _register_run_job(celery, run_job)
     if redeliver is not None:
         sweep = redeliver
 
-        @celery.task(name=REDELIVER_MISSED, ignore_result=True)
+        @celery.task(name=REDELIVER_MISSED, ignore_result=True, shared=False)
         def _redeliver_missed() -> list[str]:
             return sweep()
 
     if purge_backups is not None:
         purge_refs = purge_backups
 
-        @celery.task(name=PURGE_BACKUPS, ignore_result=True)
+        @celery.task(name=PURGE_BACKUPS, ignore_result=True, shared=False)
         def _purge_backups() -> list[str]:
             return purge_refs()
 
     if purge is not None:
         purge_output = purge
 
-        @celery.task(name=PURGE_JOB_OUTPUT, ignore_result=True)
+        @celery.task(name=PURGE_JOB_OUTPUT, ignore_result=True, shared=False)
         def _purge_job_output() -> int:
             return purge_output()
 
     if tick is not None:
         fire_due = tick
 
-        @celery.task(name=SCHEDULE_TICK, ignore_result=True)
+        @celery.task(name=SCHEDULE_TICK, ignore_result=True, shared=False)
         def _schedule_tick() -> int:
             return fire_due()
 
@@ -167,7 +171,7 @@ def _register_run_job(celery: Celery, run_job: RunJob) -> None:
     """The job task: it takes the job id and nothing else."""
     outage = Outage("jobs")  # this app's: one worker, one line per outage
 
-    @celery.task(name=RUN_JOB, ignore_result=True)
+    @celery.task(name=RUN_JOB, ignore_result=True, shared=False)
     def _run_job(job_id: int) -> str:
         def requeue(seconds: float) -> None:
             _run_job.apply_async(args=[int(job_id)], countdown=seconds, queue=QUEUE)

@@ -12,7 +12,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from opentelemetry.trace import Tracer
+from opentelemetry.trace import Span, Tracer
 from opentelemetry.util.types import AttributeValue
 from sqlalchemy import select
 
@@ -20,7 +20,7 @@ from app.core.jobevents import JobEvent, JobEvents
 from app.core.kinds import KINDS, Kinds
 from app.core.settings import Settings
 from app.core.telemetry import Telemetry
-from app.core.tracing import span
+from app.core.tracing import nanos, span
 from app.github.clients import GitHubApp
 from app.intake.commands import Command, CommandParams
 from app.policy.org_config import OrgConfigLoader
@@ -233,28 +233,31 @@ class JobContext:
             except Exception:
                 log.warning("job listener failed on %s", event, exc_info=True)
 
-    def _step_span(self, name: str, kind: StepKind) -> AbstractContextManager[object]:
-        """The step's span, or nothing while traces are off."""
-        if self.tracer is None:
+    def _step_span(self, record: StepRecord) -> AbstractContextManager[Span | None]:
+        """The step's span from the record's start, ended by `step`; nothing when off."""
+        if self.tracer is None or record.started is None:
             return nullcontext()
         attributes: dict[str, AttributeValue] = {
-            "onloop.step": name,
-            "onloop.step.kind": str(kind),
+            "onloop.step": record.name,
+            "onloop.step.kind": str(record.kind),
             "onloop.job.id": self.job.id,
         }
-        return span(self.tracer, f"step {name}", attributes)
+        at = nanos(record.started)
+        return span(
+            self.tracer, f"step {record.name}", attributes, start_time=at, end_on_exit=False
+        )
 
     @contextmanager
     def step(self, name: str, kind: StepKind = StepKind.DETERMINISTIC) -> Iterator[StepRecord]:
         """Record a step's state, duration and output tail on the job."""
         self.check_cancelled()
-        record = StepRecord(name, kind)
+        record = StepRecord(name, kind, started=round(time.time(), 6))
         self.steps.append(record)
         self._save_steps()
         started = time.monotonic()
-        traced = self._step_span(name, kind)
+        traced: Span | None = None
         try:
-            with traced:
+            with self._step_span(record) as traced:
                 yield record
         except Cancelled:
             record.state = StepState.CANCELLED
@@ -267,6 +270,8 @@ class JobContext:
             record.state = StepState.SUCCEEDED
         finally:
             record.duration = round(time.monotonic() - started, 3)
+            if traced is not None and record.started is not None:  # the record's times
+                traced.end(nanos(record.started) + nanos(record.duration))
             self.meter.observe(
                 "step_duration_seconds", record.duration, kind=self.job.kind, step=name
             )

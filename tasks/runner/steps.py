@@ -22,7 +22,9 @@ class StepState(StrEnum):
 
 @dataclass
 class StepRecord:
-    """One step of a job. `error` is set when it failed, `duration` (seconds) once it ended."""
+    """One step of a job. `error` is set when it failed, `duration` (seconds) once it ended;
+    `started` (seconds since the epoch) is when it began: the job page's bar and the step's
+    span (app.core.tracing) both start there and last `duration`."""
 
     name: str
     kind: StepKind = StepKind.DETERMINISTIC
@@ -30,6 +32,7 @@ class StepRecord:
     output: str = ""
     error: str | None = None
     duration: float | None = None
+    started: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The stored shape: `error` and `duration` only once there is one."""
@@ -43,12 +46,14 @@ class StepRecord:
             data["error"] = self.error
         if self.duration is not None:
             data["duration"] = self.duration
+        if self.started is not None:
+            data["started"] = self.started
         return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> StepRecord:
         """A stored step; keys it lacks take their defaults (older rows have fewer)."""
-        duration = data.get("duration")
+        duration, started = data.get("duration"), data.get("started")
         error = data.get("error")
         return cls(
             name=str(data.get("name") or ""),
@@ -57,6 +62,7 @@ class StepRecord:
             output=str(data.get("output") or ""),
             error=str(error) if error is not None else None,
             duration=float(duration) if isinstance(duration, int | float) else None,
+            started=float(started) if isinstance(started, int | float) else None,
         )
 
 

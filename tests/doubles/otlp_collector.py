@@ -24,6 +24,8 @@ class Span:
     service: str
     attributes: dict[str, Any] = field(default_factory=dict)
     links: list[str] = field(default_factory=list)  # the linked spans' trace ids
+    start: int = 0  # nanoseconds since the epoch
+    end: int = 0
 
 
 def _value(any_value: Any) -> Any:
@@ -79,6 +81,8 @@ class OtlpCollector:
                             service,
                             {a.key: _value(a.value) for a in s.attributes},
                             [link.trace_id.hex() for link in s.links],
+                            s.start_time_unix_nano,
+                            s.end_time_unix_nano,
                         )
                     )
         with self.lock:

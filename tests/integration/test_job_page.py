@@ -4,6 +4,7 @@ read the job's repository (or operators), its output rendered as text only."""
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ import requests
 from app.core.settings import Settings
 from app.store import audit, joblog
 from app.store.db import Database
-from app.store.models import Job, JobState, utcnow
+from app.store.models import Job, JobState, aware, utcnow
 from app.web import create_app
 from tests.doubles.github.double import GitHubDouble
 from tests.doubles.oauth_flow import open_signed_in
@@ -227,3 +228,35 @@ def test_the_page_shows_commands_checks_agent_spend_egress_and_the_diff_as_text(
     assert "The change, not pushed" in change
     assert "&lt;b&gt;.github/workflows/ci.yml&lt;/b&gt; is denied" in change
     assert "+&lt;script&gt;alert(1)&lt;/script&gt;" in change and "<script>alert(1)" not in html
+
+
+def test_the_timeline_draws_each_step_where_its_record_says_it_began(
+    settings: Settings, db: Database, github_double: GitHubDouble
+) -> None:
+    """The bars start at each step's recorded `started` (as the step's span does), so the
+    wait between two steps shows as a gap, not as bars back to back."""
+    job_id = a_job(db)
+    with db.transaction() as s:
+        job = s.get(Job, job_id)
+        assert job is not None and job.started_at is not None
+        begun = aware(job.started_at).timestamp()
+        job.finished_at = job.started_at + timedelta(seconds=4)
+        job.steps = [
+            {
+                "name": "policy",
+                "kind": "deterministic",
+                "state": "succeeded",
+                "duration": 1.0,
+                "started": begun,
+            },
+            {
+                "name": "validate",
+                "kind": "deterministic",
+                "state": "succeeded",
+                "duration": 1.0,
+                "started": begun + 3,
+            },
+        ]
+    client = create_app(settings, db=db).test_client()
+    html = open_signed_in(client, github_double, "alice", f"/jobs/{job_id}").get_data(as_text=True)
+    assert re.findall(r"bar-o-(\d+) bar-w-(\d+)", html) == [("0", "25"), ("75", "25")]

@@ -14,7 +14,7 @@ import pytest
 import redis
 from sqlalchemy import func, select, update
 
-from app.core.queues import QUEUE
+from app.core.queues import QUEUE, RUN_JOB
 from app.core.settings import Settings
 from app.store.db import Database
 from app.store.models import Outbox, utcnow
@@ -110,3 +110,14 @@ def test_visibility_timeout_exceeds_the_longest_job(settings: Settings) -> None:
     assert conf.broker_transport_options["visibility_timeout"] > settings.job_time_limit + 60
     assert conf.task_acks_late and conf.task_reject_on_worker_lost
     assert conf.task_time_limit is None  # the threads pool ignores it: the job keeps its own
+
+
+def test_each_celery_app_runs_its_own_workers_jobs(settings: Settings) -> None:
+    """Two workers' apps in one process (as tests build them): each app's job task runs the
+    job runner it was built with, not the first app's, whatever other apps came before."""
+    ran: list[str] = []
+    first = create_celery(settings, run_job=lambda job_id, requeue: ran.append("first") or "")
+    second = create_celery(settings, run_job=lambda job_id, requeue: ran.append("second") or "")
+    second.tasks[RUN_JOB](7)
+    first.tasks[RUN_JOB](7)
+    assert ran == ["second", "first"]

@@ -15,18 +15,26 @@ from typing import Any
 
 import pytest
 import redis
-from opentelemetry.sdk.trace import ReadableSpan
+import requests
+from celery import current_app
+from opentelemetry import trace
+from opentelemetry.instrumentation.celery import CeleryInstrumentor
+from opentelemetry.instrumentation.redis import RedisInstrumentor
+from opentelemetry.instrumentation.requests import RequestsInstrumentor
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from sqlalchemy import text
 
 from app.core.crypto import TokenBox
-from app.core.queues import QUEUE
-from app.core.tracing import Tracing, context_of, traceparent_of
+from app.core.queues import QUEUE, RUN_JOB
+from app.core.tracing import Tracing, context_of, nanos, traceparent_of
 from app.github.user_tokens import TokenPair, store
 from app.store.db import Database
 from app.store.models import TERMINAL_STATES, Job, JobState
 from app.web import create_app
 from tasks.queue.dispatch import publish_pending
 from tasks.worker import Worker
+from tests.conftest import SpanGate
 from tests.doubles.github.double import GitHubDouble
 from tests.doubles.github.settings import SECRET_KEY, settings_for
 from tests.doubles.payloads import pr_comment
@@ -185,6 +193,17 @@ def test_a_job_without_a_stored_traceparent_is_a_trace_of_its_own(
     kids: list[Any] = [s for s in span_exporter.get_finished_spans() if s.parent is not None]
     assert any(s.parent.span_id == job.context.span_id for s in kids)
 
+    # Each step's span lasts exactly as its record (what the job page draws) says.
+    with db.read() as s:
+        row = s.get(Job, job_id)
+        stored = list(row.steps or []) if row else []
+    spans = {s.name: s for s in span_exporter.get_finished_spans() if s.name.startswith("step ")}
+    assert stored and len(spans) == len(stored), (stored, list(spans))
+    for step in stored:
+        traced = spans[f"step {step['name']}"]
+        assert traced.start_time == nanos(step["started"])
+        assert traced.end_time == nanos(step["started"]) + nanos(step["duration"])
+
 
 def test_the_context_rides_the_outbox_row_and_the_celery_message(
     github_double: GitHubDouble,
@@ -229,7 +248,7 @@ def test_the_context_rides_the_outbox_row_and_the_celery_message(
             wait_until(lambda: state_of(db, job_id) in TERMINAL_STATES, 60, "the help job")
     finally:
         redis_server.stop()
-    assert state_of(db, job_id) == JobState.SUCCEEDED
+    assert state_of(db, job_id) == JobState.SUCCEEDED, result_of(db, job_id)
 
     spans = span_exporter.get_finished_spans()
     by_id = {s.context.span_id: s for s in spans}
@@ -247,6 +266,54 @@ def state_of(db: Database, job_id: int) -> str | None:
     with db.read() as s:
         row = s.get(Job, job_id)
         return row.state if row else None
+
+
+def result_of(db: Database, job_id: int) -> object:
+    with db.read() as s:
+        row = s.get(Job, job_id)
+        return row and (row.result, row.steps)
+
+
+def test_shutdown_leaves_nothing_instrumented(
+    database_url: str, db: Database, tmp_path: Path, span_gate: SpanGate
+) -> None:
+    """What a worker's and a web app's traces patch process-wide is put back at shutdown,
+    so the tests after these run as without traces: requests, Redis and Celery unwrapped,
+    the database's statements untraced and the test's Celery app no longer the default."""
+    provider = trace.get_tracer_provider()
+    assert isinstance(provider, TracerProvider)
+    traces = Tracing("onloop-test", provider)
+    settings = settings_for(
+        GitHubDouble(tmp_path / "double"),
+        tmp_path,
+        database_url=database_url,
+        redis_url=os.environ.get("ONLOOP_TEST_REDIS_URL", "redis://127.0.0.1:6379/9"),
+    )
+    worker = Worker(settings, db=db, tracing=traces)
+    celery = worker.celery()
+    create_app(settings, db=db, tracing=traces)
+    assert hasattr(requests.Session.send, "__wrapped__")
+    assert current_app._get_current_object() is celery
+    span_gate.open = True
+    try:
+        with db.read() as s:
+            s.execute(text("SELECT 1"))
+        assert [x for x in span_gate.exporter.get_finished_spans() if x.name.startswith("SELECT")]
+        traces.shutdown()
+        span_gate.exporter.clear()
+        with db.read() as s:
+            s.execute(text("SELECT 1"))
+        assert not span_gate.exporter.get_finished_spans()
+    finally:
+        traces.shutdown()
+        span_gate.open = False
+        span_gate.exporter.clear()
+        worker.close()
+    assert not hasattr(requests.Session.send, "__wrapped__")
+    for instrumentor in (CeleryInstrumentor(), RedisInstrumentor(), RequestsInstrumentor()):
+        assert not instrumentor.is_instrumented_by_opentelemetry
+    assert current_app._get_current_object() is not celery
+    assert RUN_JOB not in current_app.tasks
 
 
 def test_with_the_otel_variables_unset_nothing_is_set_up(tmp_path: Path) -> None:

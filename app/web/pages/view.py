@@ -103,18 +103,34 @@ def _elapsed(job: Job) -> float | None:
     return max((end - started).total_seconds(), 0.0)
 
 
+def _began(step: dict[str, Any], job: Job) -> float | None:
+    """Seconds from the job's start to the step's: from the record's `started`, which the
+    step's span starts at too (tasks.runner.context); None for a record without one."""
+    started, begun = step.get("started"), aware(job.started_at)
+    if not isinstance(started, int | float) or begun is None:
+        return None
+    return max(float(started) - begun.timestamp(), 0.0)
+
+
 def _steps(job: Job, output: dict[str, str]) -> list[StepView]:
+    """Each step's bar, where its record says it began (back to back for older records)."""
     stored: list[dict[str, Any]] = [s for s in job.steps or [] if isinstance(s, dict)]
     durations = [s.get("duration") for s in stored]
     known = sum(d for d in durations if isinstance(d, int | float))
+    ends = [
+        (_began(s, job) or 0.0) + (d if isinstance(d, int | float) else 0.0)
+        for s, d in zip(stored, durations, strict=True)
+    ]
     elapsed = _elapsed(job) or 0.0
-    total = max(known, elapsed, 0.001)
+    total = max(known, elapsed, *ends, 0.001)
     views: list[StepView] = []
     at = 0.0
     for step, duration in zip(stored, durations, strict=True):
         name = str(step.get("name") or "")
         seconds = float(duration) if isinstance(duration, int | float) else None
-        length = seconds if seconds is not None else max(total - known, 0.0)
+        began = _began(step, job)
+        at = at if began is None else began
+        length = seconds if seconds is not None else max(total - at, 0.0)
         text = output.get(name) or str(step.get("output") or "")
         html, clipped = _tail(text)
         error = step.get("error")
