@@ -120,7 +120,7 @@ def create_celery(
     if campaigns is not None:
         wake_campaigns = campaigns
 
-        @celery.task(name=ADVANCE_CAMPAIGNS, ignore_result=True)
+        @celery.task(name=ADVANCE_CAMPAIGNS, ignore_result=True, shared=False)
         def _advance_campaigns() -> int:
             return wake_campaigns()  # the dispatchers' sweep then advances them
 
