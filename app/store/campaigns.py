@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import func, or_, select, update
+from sqlalchemy.orm import Session
 
 from app.store.db import Database, rowcount
 from app.store.models import (
@@ -70,34 +72,74 @@ class NewCampaign:
     repos: Sequence[tuple[str, str | None]]
 
 
-def save(db: Database, new: NewCampaign) -> tuple[int, bool]:
+def save(
+    db: Database, new: NewCampaign, state: CampaignState = CampaignState.ACTIVE
+) -> tuple[int, bool]:
     """Create the campaign, or take the new file for the one of that name: repositories it
     did not have are queued, failed ones queued again, the rest keep their state (their
-    next run is decided by the digest). (id, whether it was created)."""
+    next run is decided by the digest). `state` ACTIVE (the operator's CLI) starts it (a
+    cancelled or awaiting one too); AWAITING_OWNER (a file someone pushed) holds it for its
+    owner's approval, and its jobs not started yet are withdrawn (they would read the new
+    file). (id, whether it was created)."""
     with db.write_lock(), db.transaction() as s:
         row = s.scalar(select(Campaign).where(Campaign.name == new.name).with_for_update())
         created = row is None
         if row is None:
-            row = Campaign(name=new.name, state=CampaignState.ACTIVE)
+            row = Campaign(name=new.name, state=state)
             s.add(row)
         row.owner, row.owner_id, row.installation_id = new.owner, new.owner_id, new.installation_id
         row.text, row.digest, row.issue_repo = new.text, new.digest, new.issue_repo
-        if row.state == CampaignState.CANCELLED:
+        if state == CampaignState.AWAITING_OWNER:
+            row.state = state
+        elif row.state in (CampaignState.CANCELLED, CampaignState.AWAITING_OWNER):
             row.state = CampaignState.ACTIVE
         row.advance_requested_at = utcnow()
         s.flush()
+        if state == CampaignState.AWAITING_OWNER:
+            _withdraw_queued(s, row.id)
         known = {
             r.repo: r
             for r in s.scalars(select(CampaignRepo).where(CampaignRepo.campaign_id == row.id))
         }
         for repo, skipped in new.repos:
-            state = RepoState.SKIPPED if skipped else RepoState.QUEUED
+            repo_state = RepoState.SKIPPED if skipped else RepoState.QUEUED
             found = known.get(repo)
             if found is None:
-                s.add(CampaignRepo(campaign_id=row.id, repo=repo, state=state, reason=skipped))
+                s.add(CampaignRepo(campaign_id=row.id, repo=repo, state=repo_state, reason=skipped))
             elif skipped or found.state in (RepoState.FAILED, RepoState.SKIPPED):
-                found.state, found.reason = state, skipped
+                found.state, found.reason = repo_state, skipped
         return row.id, created
+
+
+def _withdraw_queued(s: Session, campaign_id: int) -> None:
+    """The campaign's jobs not started yet are cancelled and their repositories queued again."""
+    rows = s.execute(
+        select(CampaignRepo, Job)
+        .join(Job, CampaignRepo.job_id == Job.id)
+        .where(CampaignRepo.campaign_id == campaign_id, Job.state == JobState.QUEUED)
+    )
+    for repo, job in rows:
+        job.state, job.live_key, job.finished_at = JobState.CANCELLED, None, utcnow()
+        job.result = {"reason": "the campaign file changed: it waits for its owner"}
+        repo.state, repo.job_id, repo.started_at = RepoState.QUEUED, None, None
+
+
+def file_mark(text: str) -> str:
+    """Names one campaign file's text: the page's Start button approves that text only."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def approve(db: Database, campaign_id: int, mark: str) -> bool:
+    """The owner started the campaign awaiting them, as of the file (`file_mark`) they saw;
+    False when it no longer awaits them or its file changed meanwhile."""
+    with db.write_lock(), db.transaction() as s:
+        row = s.scalar(select(Campaign).where(Campaign.id == campaign_id).with_for_update())
+        if row is None or row.state != CampaignState.AWAITING_OWNER:
+            return False
+        if file_mark(row.text) != mark:
+            return False
+        row.state, row.advance_requested_at = CampaignState.ACTIVE, utcnow()
+    return True
 
 
 def by_name(db: Database, name: str) -> Campaign | None:

@@ -309,6 +309,9 @@ class CampaignState(StrEnum):
     """A campaign as a whole: only an active one starts work."""
 
     ACTIVE = "active"
+    # Picked up from the configuration repository (or its file changed there): no job starts
+    # until its owner presses Start on its page (anyone who can push there wrote it).
+    AWAITING_OWNER = "awaiting_owner"
     PAUSED = "paused"
     CANCELLED = "cancelled"  # queued work stopped; open pull requests stay
     CLOSED = "closed"  # its unmerged pull requests were closed

@@ -14,7 +14,7 @@ from app.core.markdown import inline_code
 from app.policy.campaign_file import CampaignFile, parse_campaign
 from app.policy.repo_config import ConfigError
 from app.store import campaigns as store
-from app.store.models import Campaign, CampaignRepo
+from app.store.models import Campaign, CampaignRepo, CampaignState
 from tasks.agent import AgentTask, Quoted
 from tasks.blueprints import Step, run_steps
 from tasks.blueprints.change import STEPS as CHANGE_STEPS
@@ -163,6 +163,11 @@ def load(ctx: JobContext) -> tuple[Campaign, CampaignFile]:
     campaign = store.get(ctx.db, int(campaign_id)) if campaign_id is not None else None
     if campaign is None:
         raise JobFailed("the campaign of this job is gone", outcome="no_campaign")
+    if campaign.state == CampaignState.AWAITING_OWNER:  # its file changed after this job queued
+        raise JobFailed(
+            f"the campaign file changed: @{campaign.owner} must start it again on its page",
+            outcome="awaiting_owner",
+        )
     try:
         return campaign, parse_campaign(campaign.text)
     except ConfigError as exc:  # saved valid: only a hand-edited row gets here

@@ -99,10 +99,31 @@ def _state(line: Line, github_url: str) -> str:
     return label
 
 
+def start_url(public_url: str, campaign_id: int) -> str:
+    """The campaign's page, where its owner starts a campaign awaiting them."""
+    return f"{public_url.rstrip('/')}/campaigns/{campaign_id}"
+
+
 def tracking_body(
-    campaign_id: int, name: str, owner: str, state: str, github_url: str, lines: Sequence[Line]
+    campaign_id: int,
+    name: str,
+    owner: str,
+    state: str,
+    github_url: str,
+    lines: Sequence[Line],
+    waiting_at: str | None = None,
 ) -> str:
-    """The tracking issue: a table of repositories and states, then the totals."""
+    """The tracking issue: a table of repositories and states, then the totals;
+    `waiting_at`: the page where the owner starts the campaign awaiting them."""
+    waits = (
+        [
+            f"It waits for @{owner} to start it at {waiting_at} (its file came from the"
+            " configuration repository).",
+            "",
+        ]
+        if waiting_at
+        else []
+    )
     rows = [f"| {line.repo} | {_state(line, github_url)} |" for line in lines]
     counts = Counter(LABELS.get(line.state, line.state) for line in lines)
     totals = ", ".join(f"{label}: {counts[label]}" for label in LABELS.values() if counts[label])
@@ -111,6 +132,7 @@ def tracking_body(
             tracking_marker(campaign_id),
             f"onloop campaign **{name}**, run by @{owner}; campaign state: {state}.",
             "",
+            *waits,
             "| repository | state |",
             "| --- | --- |",
             *rows,

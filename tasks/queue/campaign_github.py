@@ -17,11 +17,12 @@ from app.github.user_tokens import NotAuthorized, access_token, find_user_id
 from app.policy.campaign_file import CampaignFile
 from app.store import campaigns as store
 from app.store.db import Database
-from app.store.models import Campaign, CampaignRepo, RepoState
+from app.store.models import Campaign, CampaignRepo, CampaignState, RepoState
 from tasks.feedback.campaigns import (
     Line,
     pr_section,
     siblings_digest,
+    start_url,
     tracking_body,
     tracking_marker,
     with_section,
@@ -167,6 +168,9 @@ class CampaignGitHub:
             campaign.state,
             self.settings.github_url,
             lines_of(rows),
+            start_url(self.settings.public_url, campaign.id)
+            if campaign.state == CampaignState.AWAITING_OWNER
+            else None,
         )
         repo = client.get_repo(campaign.issue_repo)
         if campaign.issue_number is None:

@@ -14,6 +14,7 @@ from app.policy.campaign_file import campaigns_repository, parse_campaign
 from app.policy.repo_config import ConfigError
 from app.store import campaigns as store
 from app.store.models import Campaign, CampaignState, RepoState
+from tasks.feedback.campaigns import start_url
 from tasks.queue.campaign_github import CampaignRefused
 from tasks.queue.campaigns import Coordinator
 
@@ -30,11 +31,17 @@ class Started:
     skipped: int
 
 
-def start(coordinator: Coordinator, text: str, issue_repo: str | None = None) -> Started:
+def start(
+    coordinator: Coordinator,
+    text: str,
+    issue_repo: str | None = None,
+    state: CampaignState = CampaignState.ACTIVE,
+) -> Started:
     """Validate the file (ConfigError with its line), check its owner, resolve its
     repositories, save it and take its first step. The same file again changes nothing;
     a new change updates the open PRs on the same branch. `issue_repo`: where the tracking
-    issue goes when the file names none (the configuration repository it came from)."""
+    issue goes when the file names none (the configuration repository it came from);
+    `state` AWAITING_OWNER: no job starts until the owner approves it on its page."""
     spec = parse_campaign(text)
     if spec.issue_repository is None and issue_repo is not None:
         spec = spec.model_copy(update={"issue_repository": issue_repo})
@@ -64,16 +71,17 @@ def start(coordinator: Coordinator, text: str, issue_repo: str | None = None) ->
         issue_repo=spec.issue_repository,
         repos=repos,
     )
-    campaign_id, created = store.save(db, new)
+    campaign_id, created = store.save(db, new, state)
     coordinator.advance(campaign_id)
     skipped = sum(1 for _, reason in repos if reason)
     return Started(campaign_id, created, len(repos), skipped)
 
 
 def pick_up(coordinator: Coordinator) -> list[str]:
-    """Start (or update) the campaigns of the `campaigns/` folder of the configuration
-    repository the organisation file names; a file unchanged since it was saved is left
-    alone, a bad one is logged with its line. The names of the campaigns started or updated."""
+    """Save (or update) the campaigns of the `campaigns/` folder of the configuration
+    repository the organisation file names, each awaiting its owner's approval (whoever can
+    push there wrote it, not necessarily the owner); a file unchanged since it was saved is
+    left alone, a bad one is logged with its line. The names of the campaigns saved."""
     repo_name = campaigns_repository(coordinator.settings.config_file)
     if repo_name is None:
         return []
@@ -96,7 +104,7 @@ def pick_up(coordinator: Coordinator) -> list[str]:
             saved = store.by_name(coordinator.db, name)
             if saved is not None and saved.text == text:
                 continue
-            start(coordinator, text, issue_repo=repo_name)
+            start(coordinator, text, issue_repo=repo_name, state=CampaignState.AWAITING_OWNER)
         except (ConfigError, CampaignRefused) as exc:
             log.warning("campaign.file_refused", file=where, error=str(exc))
             continue
@@ -115,6 +123,7 @@ def pause(coordinator: Coordinator, name: str) -> None:
     """No new job starts; running ones finish and open PRs stay."""
     campaign = named(coordinator, name)
     _refuse_ended(campaign)
+    _refuse_awaiting(coordinator, campaign)
     store.set_state(coordinator.db, campaign.id, CampaignState.PAUSED)
     coordinator.advance(campaign.id)
 
@@ -122,6 +131,7 @@ def pause(coordinator: Coordinator, name: str) -> None:
 def resume(coordinator: Coordinator, name: str) -> None:
     campaign = named(coordinator, name)
     _refuse_ended(campaign)
+    _refuse_awaiting(coordinator, campaign)
     store.set_state(coordinator.db, campaign.id, CampaignState.ACTIVE)
     coordinator.advance(campaign.id)
 
@@ -180,6 +190,16 @@ def _refuse_ended(campaign: Campaign) -> None:
     if campaign.state in (CampaignState.CANCELLED, CampaignState.CLOSED):
         raise CampaignRefused(
             f"the campaign is {campaign.state}; `onloop campaign start FILE` starts it again"
+        )
+
+
+def _refuse_awaiting(coordinator: Coordinator, campaign: Campaign) -> None:
+    """A file someone pushed to the configuration repository runs only once its owner said
+    so: the operator neither resumes it nor pauses it (a resume would follow)."""
+    if campaign.state == CampaignState.AWAITING_OWNER:
+        raise CampaignRefused(
+            f"the campaign awaits its owner: @{campaign.owner} approves it on its page, "
+            f"{start_url(coordinator.settings.public_url, campaign.id)}"
         )
 
 

@@ -192,7 +192,7 @@ def outcome_of_job(job: Job, campaign: Campaign) -> dict[str, Any]:
     if job.state == JobState.SUCCEEDED:
         return {"state": RepoState.NOTHING_TO_CHANGE, "reason": None}
     if job.state == JobState.CANCELLED:  # by a person (the job page) or by the campaign
-        if campaign.state == CampaignState.ACTIVE:
+        if campaign.state in (CampaignState.ACTIVE, CampaignState.AWAITING_OWNER):
             reason = "its job was cancelled; `onloop campaign start` again retries it"
             return {"state": RepoState.SKIPPED, "reason": reason}
         return {"state": RepoState.SKIPPED, "reason": f"the campaign was {campaign.state}"}

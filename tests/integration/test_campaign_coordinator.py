@@ -15,7 +15,7 @@ from app.github.clients import GitHubApp
 from app.github.user_tokens import TokenPair, store
 from app.store import campaigns
 from app.store.db import Database
-from app.store.models import CampaignRepo, Job, JobState, Outbox, RepoState
+from app.store.models import CampaignRepo, CampaignState, Job, JobState, Outbox, RepoState
 from tasks.queue import campaign_ops
 from tasks.queue.campaign_github import CampaignRefused
 from tasks.queue.campaigns import Coordinator
@@ -137,20 +137,39 @@ def test_the_owner_must_have_signed_in(coordinator: Coordinator) -> None:
         campaign_ops.start(coordinator, FILE.replace("issue_repository: octo/meta\n", ""))
 
 
-def test_campaign_files_are_picked_up_from_the_configuration_repository(
-    coordinator: Coordinator, github_double: GitHubDouble, tmp_path: Path
-) -> None:
+def picking_coordinator(coordinator: Coordinator, tmp_path: Path) -> Coordinator:
+    """`coordinator` with an organisation file naming octo/meta as the campaigns' repository."""
     org = tmp_path / "onloop-org.yml"
     org.write_text("campaigns:\n  repository: octo/meta\n")
     settings = coordinator.settings.model_copy(update={"config_file": org})
-    picking = Coordinator(settings, coordinator.db, coordinator.github)
+    return Coordinator(settings, coordinator.db, coordinator.github)
+
+
+def test_campaign_files_are_picked_up_from_the_configuration_repository_to_await_the_owner(
+    coordinator: Coordinator, github_double: GitHubDouble, tmp_path: Path
+) -> None:
+    picking = picking_coordinator(coordinator, tmp_path)
     assert campaign_ops.pick_up(picking) == []  # no campaigns/ folder yet
     text = FILE.replace("issue_repository: octo/meta\n", "")
     bad = "name: broken\nowner: alice\nrepositories: [octo/r1]\nchange: {run: []}\n"
     github_double.commit("octo/meta", "main", {"campaigns/pace.yml": text, "campaigns/b.yml": bad})
     assert campaign_ops.pick_up(picking) == ["pace"]
-    assert states(coordinator).count(RepoState.RUNNING) == 2
+    found = campaigns.by_name(coordinator.db, "pace")
+    assert found is not None and found.state == CampaignState.AWAITING_OWNER
+    assert set(states(coordinator)) == {RepoState.QUEUED}  # no job until alice says so
+    picking.sweep()
+    with coordinator.db.read() as s:
+        assert list(s.scalars(select(Job))) == []
     (issue,) = github_double.repo("octo/meta").issues.values()
     assert "onloop campaign **pace**" in (issue.body or "")
+    page = f"{picking.settings.public_url.rstrip('/')}/campaigns/{found.id}"
+    assert f"It waits for @alice to start it at {page}" in (issue.body or "")
     assert campaign_ops.pick_up(picking) == []  # unchanged: left alone
     assert campaigns.by_name(coordinator.db, "broken") is None
+    for refused in (campaign_ops.resume, campaign_ops.pause):
+        with pytest.raises(CampaignRefused, match="@alice approves it on its page"):
+            refused(picking, "pace")
+    assert campaign_ops.status(picking, "pace")["state"] == "awaiting_owner"
+    # the operator's own `onloop campaign start FILE` starts it at once
+    campaign_ops.start(picking, text, issue_repo="octo/meta")
+    assert states(coordinator).count(RepoState.RUNNING) == 2
