@@ -17,7 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.store import migrate
-from app.store.models import RepoState
+from app.store.fleet_tables import RepoState
 from tests.doubles.campaign_fleet import Fleet, Member
 from tests.doubles.github.double import GitHubDouble
 from tests.doubles.worker_proc import wait_until

@@ -11,15 +11,8 @@ from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.store.db import Database, rowcount
-from app.store.models import (
-    Campaign,
-    CampaignRepo,
-    CampaignState,
-    Job,
-    JobState,
-    RepoState,
-    utcnow,
-)
+from app.store.fleet_tables import Campaign, CampaignRepo, CampaignState, RepoState
+from app.store.models import Job, JobState, utcnow
 
 # A repository in one of these states has a pull request or a job that may become one: the
 # ones `max_open_prs` counts.

@@ -12,7 +12,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, aliased
 
 from app.store.db import Database, rowcount
-from app.store.models import ScheduleSlot, utcnow
+from app.store.fleet_tables import ScheduleSlot
+from app.store.models import utcnow
 
 KEEP = timedelta(days=90)  # older rows go, except each schedule's latest
 

@@ -14,7 +14,7 @@ from app.core.markdown import inline_code
 from app.policy.campaign_file import CampaignFile, parse_campaign
 from app.policy.repo_config import ConfigError
 from app.store import campaigns as store
-from app.store.models import Campaign, CampaignRepo, CampaignState
+from app.store.fleet_tables import Campaign, CampaignRepo, CampaignState
 from tasks.agent import AgentTask, Quoted
 from tasks.blueprints import Step, run_steps
 from tasks.blueprints.change import STEPS as CHANGE_STEPS

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from app.core.markdown import plain
 from app.store.campaigns import LABELS
-from app.store.models import RepoState
+from app.store.fleet_tables import RepoState
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from app.github.user_tokens import NotAuthorized, access_token, find_user_id
 from app.policy.campaign_file import CampaignFile
 from app.store import campaigns as store
 from app.store.db import Database
-from app.store.models import Campaign, CampaignRepo, CampaignState, RepoState
+from app.store.fleet_tables import Campaign, CampaignRepo, CampaignState, RepoState
 from tasks.feedback.campaigns import (
     Line,
     pr_section,

@@ -13,7 +13,7 @@ from app.github.user_tokens import find_user_id
 from app.policy.campaign_file import campaigns_repository, parse_campaign
 from app.policy.repo_config import ConfigError
 from app.store import campaigns as store
-from app.store.models import Campaign, CampaignState, RepoState
+from app.store.fleet_tables import Campaign, CampaignState, RepoState
 from tasks.feedback.campaigns import start_url
 from tasks.queue.campaign_github import CampaignRefused
 from tasks.queue.campaigns import Coordinator

@@ -18,16 +18,8 @@ from app.intake.commands import Command
 from app.policy.campaign_file import CampaignFile, parse_campaign
 from app.store import campaigns as store
 from app.store.db import Database
-from app.store.models import (
-    Campaign,
-    CampaignRepo,
-    CampaignState,
-    Job,
-    JobState,
-    Outbox,
-    RepoState,
-    utcnow,
-)
+from app.store.fleet_tables import Campaign, CampaignRepo, CampaignState, RepoState
+from app.store.models import Job, JobState, Outbox, utcnow
 from tasks.queue.campaign_github import CampaignGitHub
 from tasks.runner.context import JobContext
 

@@ -15,7 +15,8 @@ from app.core.crypto import TokenBox
 from app.github.user_tokens import TokenPair, store
 from app.store import campaigns
 from app.store.db import Database
-from app.store.models import CampaignRepo, Job, RepoState
+from app.store.fleet_tables import CampaignRepo, RepoState
+from app.store.models import Job
 from app.web import create_app
 from tests.doubles.github.double import GitHubDouble
 from tests.doubles.github.settings import SECRET_KEY, settings_for

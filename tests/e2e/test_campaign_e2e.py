@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from app.store import campaigns
-from app.store.models import RepoState
+from app.store.fleet_tables import RepoState
 from tests.doubles.campaign_fleet import Fleet, Member
 from tests.doubles.github.double import GitHubDouble
 from tests.doubles.oauth_flow import open_signed_in

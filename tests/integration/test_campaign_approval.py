@@ -12,7 +12,8 @@ from flask.testing import FlaskClient
 from sqlalchemy import select, update
 
 from app.store import audit, campaigns
-from app.store.models import CampaignState, Job, JobState, RepoState
+from app.store.fleet_tables import CampaignState, RepoState
+from app.store.models import Job, JobState
 from app.web import create_app
 from app.web.pages.session import COOKIE, Sessions
 from tasks.queue import campaign_ops

@@ -15,7 +15,8 @@ from app.github.clients import GitHubApp
 from app.github.user_tokens import TokenPair, store
 from app.store import campaigns
 from app.store.db import Database
-from app.store.models import CampaignRepo, CampaignState, Job, JobState, Outbox, RepoState
+from app.store.fleet_tables import CampaignRepo, CampaignState, RepoState
+from app.store.models import Job, JobState, Outbox
 from tasks.queue import campaign_ops
 from tasks.queue.campaign_github import CampaignRefused
 from tasks.queue.campaigns import Coordinator

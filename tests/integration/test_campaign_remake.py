@@ -15,7 +15,8 @@ from app.core.crypto import TokenBox
 from app.github.user_tokens import TokenPair, store
 from app.store import campaigns
 from app.store.db import Database
-from app.store.models import Job, JobState, RepoState
+from app.store.fleet_tables import RepoState
+from app.store.models import Job, JobState
 from tasks.queue import campaign_ops
 from tasks.worker import Worker
 from tests.doubles.github.double import GitHubDouble

@@ -5,7 +5,10 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import create_engine, pool
 
+from app.store import fleet_tables
 from app.store.models import Base
+
+assert fleet_tables.Campaign.metadata is Base.metadata  # its tables are Base's
 
 config = context.config
 target_metadata = Base.metadata

@@ -14,7 +14,7 @@ from werkzeug.wrappers import Response as BaseResponse
 
 from app.store import audit, campaigns
 from app.store.campaigns import LABELS
-from app.store.models import Campaign, CampaignState
+from app.store.fleet_tables import Campaign, CampaignState
 from app.web.pages.access import Access
 from app.web.pages.jobs import bp, pages_or_503, signed_in, to_sign_in
 from app.web.pages.session import Session
