@@ -83,7 +83,9 @@ def world(
 
 
 def job_state(driver: WebDriver) -> str:
-    return str(driver.find_element(By.ID, "job-state").text)
+    """The state the page shows, read in one script: a live update may replace the element
+    between a find and a read (a stale element)."""
+    return str(driver.execute_script("return document.getElementById('job-state').innerText"))
 
 
 @pytest.mark.docker

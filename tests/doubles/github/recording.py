@@ -125,11 +125,12 @@ class Recorder:
     def pause(self, seconds: float, released: threading.Event | None = None) -> None:
         """Hold a request `seconds`, less when the double is reset or `released` is set."""
         deadline = time.monotonic() + seconds
-        while not self._wake.is_set() and not (released is not None and released.is_set()):
+        wake = self._wake  # reset() makes a new one and sets this one
+        while not wake.is_set() and not (released is not None and released.is_set()):
             left = deadline - time.monotonic()
             if left <= 0:
                 return
-            (released or self._wake).wait(min(left, 0.05))
+            (released or wake).wait(min(left, 0.05))
 
     def take_fault(self, method: str, path: str) -> Fault | None:
         with self._record_lock:
