@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections import Counter
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from itertools import pairwise
 from typing import Annotated
 
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 # The most often a schedule may fire: a shorter gap between two slots is refused.
@@ -50,6 +50,9 @@ class Schedule(BaseModel):
         return latest_slot(self.cron, now)
 
 
+NEVER_BEFORE = datetime(2030, 1, 1, tzinfo=UTC)  # any fixed instant: every real slot recurs
+
+
 def check_cron(value: str) -> str:
     """A five-field cron expression (or an alias) that fires at most every MIN_INTERVAL."""
     text = " ".join(value.split())
@@ -57,6 +60,10 @@ def check_cron(value: str) -> str:
         raise ValueError(
             f"{text!r} is not a cron expression of five fields (minute hour day month weekday)"
         )
+    try:  # a date that never comes (`0 0 31 2 *`) is valid to croniter, but has no slot
+        latest_slot(text, NEVER_BEFORE)
+    except CroniterBadDateError:
+        raise ValueError(f"{text!r} names no date that exists") from None
     gap = _smallest_gap(croniter(text).expanded[0])
     if gap < MIN_INTERVAL:
         every = int(gap.total_seconds() // 60)

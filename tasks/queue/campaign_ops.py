@@ -100,16 +100,41 @@ def pick_up(coordinator: Coordinator) -> list[str]:
         text = item.decoded_content.decode("utf-8", errors="replace")
         where = f"{repo_name}/{item.path}"
         try:
-            name = parse_campaign(text).name
+            spec = parse_campaign(text)
+            name = spec.name
             saved = store.by_name(coordinator.db, name)
             if saved is not None and saved.text == text:
                 continue
+            _refuse_foreign(coordinator, spec.issue_repository, spec.owner, saved, repo_name)
             start(coordinator, text, issue_repo=repo_name, state=CampaignState.AWAITING_OWNER)
         except (ConfigError, CampaignRefused) as exc:
             log.warning("campaign.file_refused", file=where, error=str(exc))
             continue
         started.append(name)
     return started
+
+
+def _refuse_foreign(
+    coordinator: Coordinator,
+    issue_repo: str | None,
+    owner: str,
+    saved: Campaign | None,
+    repo_name: str,
+) -> None:
+    """A pushed file stays within its configuration repository: it may not send the tracking
+    issue (and so the installation it acts in) elsewhere, nor take over a campaign of that
+    name that another owner, or the operator's CLI, started."""
+    if issue_repo is not None and issue_repo.lower() != repo_name.lower():
+        raise CampaignRefused(
+            f"issue_repository: a file of {repo_name} keeps its tracking issue there "
+            f"(it names {issue_repo})"
+        )
+    if saved is None:
+        return
+    if saved.issue_repo.lower() != repo_name.lower():
+        raise CampaignRefused(f"name: the campaign {saved.name} was not started from {repo_name}")
+    if saved.owner_id != find_user_id(coordinator.db, owner):
+        raise CampaignRefused(f"owner: the campaign {saved.name} is @{saved.owner}'s")
 
 
 def named(coordinator: Coordinator, name: str) -> Campaign:

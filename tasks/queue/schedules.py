@@ -84,14 +84,20 @@ def tick(
         except ConfigError:
             continue  # every job there refuses and says why; no schedule of a bad file runs
         for schedule in config.schedules:
-            slot = schedule.slot_at(now)
-            claimed = slots.claim(db, place.repo, schedule.name, slot)
-            if claimed is None:
-                continue  # another tick has it
-            if claimed.previous is None:
-                done = Fired(place.repo, schedule.name, slot, ScheduleOutcome.ARMED)
-            else:
-                done = _fire(settings, github, db, place, config, schedule, slot, claimed, kinds)
+            try:  # one repository's schedule never stops the others'
+                slot = schedule.slot_at(now)
+                claimed = slots.claim(db, place.repo, schedule.name, slot)
+                if claimed is None:
+                    continue  # another tick has it
+                if claimed.previous is None:
+                    done = Fired(place.repo, schedule.name, slot, ScheduleOutcome.ARMED)
+                else:
+                    done = _fire(
+                        settings, github, db, place, config, schedule, slot, claimed, kinds
+                    )
+            except Exception:
+                log.exception("schedule.tick_failed", repo=place.repo, schedule=schedule.name)
+                continue
             log.info(
                 "schedule.slot",
                 repo=place.repo,

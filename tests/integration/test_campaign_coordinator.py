@@ -174,3 +174,20 @@ def test_campaign_files_are_picked_up_from_the_configuration_repository_to_await
     # the operator's own `onloop campaign start FILE` starts it at once
     campaign_ops.start(picking, text, issue_repo="octo/meta")
     assert states(coordinator).count(RepoState.RUNNING) == 2
+
+
+def test_a_pushed_file_stays_in_its_configuration_repository_and_takes_no_campaign_over(
+    coordinator: Coordinator, github_double: GitHubDouble, tmp_path: Path
+) -> None:
+    picking = picking_coordinator(coordinator, tmp_path)
+    elsewhere = FILE.replace("issue_repository: octo/meta", "issue_repository: octo/r1")
+    github_double.commit("octo/meta", "main", {"campaigns/pace.yml": elsewhere})
+    assert campaign_ops.pick_up(picking) == []  # its tracking issue may not go to octo/r1
+    assert campaigns.by_name(coordinator.db, "pace") is None
+
+    campaign_ops.start(coordinator, FILE)  # the operator's, with its own owner, alice
+    taken = FILE.replace("owner: alice", "owner: bob").replace("issue_repository: octo/meta\n", "")
+    github_double.commit("octo/meta", "main", {"campaigns/pace.yml": taken})
+    assert campaign_ops.pick_up(picking) == []  # the name is alice's campaign
+    found = campaigns.by_name(coordinator.db, "pace")
+    assert found is not None and found.owner == "alice" and found.state == CampaignState.ACTIVE

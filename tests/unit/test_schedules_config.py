@@ -106,3 +106,9 @@ def test_the_slot_is_the_latest_cron_time_at_or_before_now() -> None:
     assert latest_slot("0 3 * * *", at.replace(second=59)) == at
     assert latest_slot("0 3 * * *", at.replace(hour=2, minute=59)) == at.replace(day=3)
     assert latest_slot("*/15 * * * *", at.replace(minute=44)) == at.replace(minute=30)
+
+
+def test_a_cron_naming_no_date_that_exists_is_refused_naming_its_line() -> None:
+    """`0 0 31 2 *` is valid to croniter but has no slot: every tick would raise on it."""
+    error = error_of(GOOD.replace('cron: "0 3 * * *"', 'cron: "0 0 31 2 *"'))
+    assert error.line == 5 and "names no date that exists" in str(error), error
