@@ -28,6 +28,7 @@ JOB_FAILED = "job.failed"  # a job that ended failed, and why (its stored error)
 LIMIT_WAIT = "limits.wait"  # a job held back by a concurrency cap or the start bucket
 JOB_CANCEL = "job.cancel"  # a job cancelled from its page (who, and why)
 CAMPAIGN_APPROVED = "campaign.approved"  # its owner started a picked-up campaign (its page)
+SCHEDULE_APPROVED = "schedule.approved"  # its owner approved a schedule as it is (its page)
 PAUSE = "pause"
 RESUME = "resume"
 

@@ -1,4 +1,4 @@
-"""The tables of fleet work: schedule slots, campaigns and their repositories."""
+"""The tables of fleet work: schedule slots and approvals, campaigns and their repositories."""
 
 from __future__ import annotations
 
@@ -27,6 +27,27 @@ class ScheduleSlot(Base):
     outcome: Mapped[str] = mapped_column(String(32))
     detail: Mapped[str | None] = mapped_column(Text)
     job_ids: Mapped[list[Any]] = mapped_column(default=list)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class ScheduleApproval(Base):
+    """A schedule's owner's consent to it, as it is (`digest`: the entry and the commands it
+    runs): whoever can push `.github/onloop.yml` names the owner, so nothing runs in their
+    name until they approve it on its page (tasks/queue/schedule_consent.py)."""
+
+    __tablename__ = "schedule_approvals"
+    __table_args__ = (
+        UniqueConstraint("repo", "schedule", "digest", name="uq_schedule_approvals_digest"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    repo: Mapped[str] = mapped_column(String(200))
+    schedule: Mapped[str] = mapped_column(String(40))
+    digest: Mapped[str] = mapped_column(String(64))
+    owner: Mapped[str] = mapped_column(String(64))
+    owner_id: Mapped[int] = mapped_column(BigInteger)
+    text: Mapped[str] = mapped_column(Text)  # what the owner is shown and approves
+    approved_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 

@@ -25,7 +25,7 @@ bp = Blueprint("oauth", __name__)
 COOKIE = "onloop_oauth"
 # Where a sign-in may send the browser back to: one of onloop's own pages, never another site
 # (`//host` and `/\\host` are other sites to a browser).
-_NEXT = re.compile(r"^/(?:jobs|insights|campaigns)(?:/[A-Za-z0-9_.-]+)*/?$")
+_NEXT = re.compile(r"^/(?:jobs|insights|campaigns|schedules)(?:/[A-Za-z0-9_.-]+)*/?$")
 
 
 def safe_next(value: object) -> str | None:

@@ -36,6 +36,7 @@ from tasks.sandbox.trust import HeadTrust
 
 TRAILER = "Onloop-Campaign"
 NOTHING = "nothing_to_change"  # the job's outcome when the change is empty here
+ENDED = "campaign_ended"  # cancelled or closed while the job ran: nothing pushed
 NO_AGENT = (
     "the campaign has a `task:` for the coding agent, but onloop has no agent configured "
     "(ONLOOP_AGENT); an operator can configure one, or the campaign can use `run:` only"
@@ -90,10 +91,23 @@ def _same_tree(state: CampaignChange, sha: str) -> bool:
     return trees[0] == trees[1]
 
 
+def _still_wanted(state: CampaignChange) -> None:
+    """The campaign was cancelled or closed while this job ran: it pushes and opens nothing
+    (read again before each write; a pause lets running jobs finish)."""
+    now = store.get(state.work.ctx.db, state.campaign.id)
+    if now is None or now.state in (CampaignState.CANCELLED, CampaignState.CLOSED):
+        ended = now.state if now else "deleted"
+        raise JobFailed(
+            f"the campaign was {ended} while this job ran, so it pushed and opened nothing",
+            outcome=ENDED,
+        )
+
+
 def _push(state: CampaignChange) -> str | None:
     change = state.change
     if change is None or change.outcome != ChangeOutcome.READY or change.new_sha is None:
         return None
+    _still_wanted(state)
     if _same_tree(state, change.new_sha):
         change.new_sha = state.lease
         return f"{state.spec.branch_name} already holds this change"
@@ -106,6 +120,7 @@ def _pr(state: CampaignChange) -> str | None:
     change = state.change
     if change is None or change.outcome != ChangeOutcome.READY:
         return None
+    _still_wanted(state)
     state.pr = as_person(state.work, lambda: open_or_update(state))
     return f"#{state.pr.number}"
 

@@ -20,6 +20,7 @@ from app.store import campaigns as store
 from app.store.db import Database
 from app.store.fleet_tables import Campaign, CampaignRepo, CampaignState, RepoState
 from app.store.models import Job, JobState, Outbox, utcnow
+from tasks.blueprints.campaign import ENDED
 from tasks.queue.campaign_github import CampaignGitHub
 from tasks.runner.context import JobContext
 
@@ -183,6 +184,8 @@ def outcome_of_job(job: Job, campaign: Campaign) -> dict[str, Any]:
         return {"state": RepoState.PR_OPEN, "pr_number": result.get("pr"), "reason": None}
     if job.state == JobState.SUCCEEDED:
         return {"state": RepoState.NOTHING_TO_CHANGE, "reason": None}
+    if result.get("outcome") == ENDED:  # it stopped itself before pushing
+        return {"state": RepoState.SKIPPED, "reason": f"the campaign was {campaign.state}"}
     if job.state == JobState.CANCELLED:  # by a person (the job page) or by the campaign
         if campaign.state in (CampaignState.ACTIVE, CampaignState.AWAITING_OWNER):
             reason = "its job was cancelled; `onloop campaign start` again retries it"

@@ -30,6 +30,7 @@ from app.store.models import Job, JobState, Outbox, aware, utcnow
 from app.store.schedule_slots import Claim, ScheduleOutcome
 from tasks.ci.failures import failed_job_records
 from tasks.queue.schedule_configs import Installed, installed
+from tasks.queue.schedule_consent import unapproved
 from tasks.queue.schedule_notices import said_resolved, say_skipped
 from tasks.runner.people import permitted, role_of
 from tasks.runner.repo_settings import CONFIG_PATH
@@ -142,6 +143,8 @@ def _fire(
                 f"their name; they can sign in at {settings.public_url.rstrip('/')}/oauth/login"
             )
         _check_owner(settings, repo, config, schedule)
+        if waiting := unapproved(settings, db, place.repo, schedule, config, owner_id):
+            raise Refused(waiting)
         targets, nothing = _targets(db, repo, schedule, slot)
     except Refused as exc:
         say_skipped(settings, db, repo, place, schedule, slot, claimed, str(exc))
@@ -160,7 +163,9 @@ def _fire(
 
 def _check_owner(settings: Settings, repo: Repository, config: RepoConfig, s: Schedule) -> None:
     """Refused unless the owner has the trigger permission and the verb is enabled, as for a
-    person's command (the job checks both again when it starts)."""
+    person's command (the job checks both again when it starts); a schedule that opens pull
+    requests needs `write` as well, whatever `trigger_permission` says, since it pushes a
+    branch with the owner's token."""
     effective = effective_for(settings, config)
     verb = VERB[s.kind]
     if not effective.allows(verb):
@@ -170,6 +175,11 @@ def _check_owner(settings: Settings, repo: Repository, config: RepoConfig, s: Sc
         raise Refused(
             f"@{s.owner} has {inline_code(role)} access to {repo.full_name}; a schedule's "
             f"owner needs {inline_code(effective.trigger_permission)} (`trigger_permission`)"
+        )
+    if verb == "fix" and not permitted(role, "write"):
+        raise Refused(
+            f"@{s.owner} has {inline_code(role)} access to {repo.full_name}; a `{s.kind}` "
+            "schedule pushes a branch in its owner's name, so its owner needs `write`"
         )
 
 

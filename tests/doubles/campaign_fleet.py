@@ -109,6 +109,12 @@ class Fleet:
         payload = pull_request_event(self.double, repo, number, "closed", "carol")
         assert deliver(self.client, "pull_request", payload).status_code in (202, 204)
 
+    def job(self, job_id: int) -> Job:
+        with self.db.read() as s:
+            found = s.get(Job, job_id)
+            assert found is not None
+            return found
+
     def jobs(self) -> int:
         with self.db.read() as s:
             return int(s.scalar(select(func.count()).select_from(Job)) or 0)

@@ -12,8 +12,11 @@ from app.github.clients import GitHubApp
 from app.github.conditional import ETagCache
 from app.github.user_tokens import TokenPair, store
 from app.github.write_slots import WriteSlots
+from app.policy.repo_config import parse_repo_config
+from app.store import schedule_approvals
 from app.store.db import Database
 from app.store.models import Installation
+from tasks.queue.schedule_consent import version
 from tasks.queue.schedules import Fired, tick
 from tests.doubles.github.double import GitHubDouble
 from tests.doubles.github.settings import SECRET_KEY
@@ -46,6 +49,18 @@ def sign_in(double: GitHubDouble, db: Database, login: str) -> None:
     user = double.user(login)
     token = double.issue_user_token(login)
     store(db, TokenBox(SECRET_KEY), user.id, user.login, TokenPair(token, None, None, None))
+
+
+def approve(double: GitHubDouble, db: Database, config_text: str) -> None:
+    """Every schedule of `config_text` approved by its owner, as the page's button does."""
+    config, _ = parse_repo_config(config_text)
+    for schedule in config.schedules:
+        owner_id = double.user(schedule.owner).id
+        digest, text = version(schedule, config)
+        row = schedule_approvals.ask(
+            db, REPO, schedule.name, digest, schedule.owner, owner_id, text
+        )
+        assert schedule_approvals.approve(db, row.id, owner_id, digest)
 
 
 class Beat:

@@ -184,3 +184,41 @@ def test_a_campaign_over_thirty_repositories(fleet: Fleet) -> None:
     assert 'id="campaign-state">closed<' in html
     status = fleet.cli("status", "bump")
     assert "bump (closed), by @alice" in status and "octo/locked: skipped" in status
+
+
+SLOW = """\
+name: slow
+owner: alice
+repositories: [octo/one]
+change:
+  run:
+    - sleep 6
+    - sed -i 's/1.0/1.1/' version.py
+issue_repository: octo/campaigns
+"""
+
+
+@pytest.fixture
+def one(github_double: GitHubDouble, database_url: str, tmp_path: Path) -> Iterator[Fleet]:
+    made = Fleet(github_double, database_url, tmp_path, {"octo/one": member("octo/one")})
+    (tmp_path / "slow.yml").write_text(SLOW)
+    yield made
+    made.close()
+
+
+def test_a_job_running_when_its_campaign_is_cancelled_pushes_and_opens_nothing(
+    one: Fleet,
+) -> None:
+    one.cli("start", str(one.root / "slow.yml"))
+    found = campaigns.by_name(one.db, "slow")
+    assert found is not None
+    (row,) = one.rows("slow").values()
+    assert row.job_id is not None
+    wait_until(lambda: one.job(row.job_id).state == "running", 60, "the job to start")
+    one.cli("cancel", "slow")  # while its commands run: a running job is not stopped
+    wait_until(partial(one.settled, "slow"), 90, "the job to end")
+    job = one.job(row.job_id)
+    assert job.state == "failed" and "pushed and opened nothing" in job.result["error"]
+    (after,) = one.rows("slow").values()
+    assert after.state == RepoState.SKIPPED and "cancelled" in (after.reason or "")
+    assert not one.double.pushes and not campaign_pulls(one.double, "octo/one")

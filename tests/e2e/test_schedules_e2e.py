@@ -22,7 +22,7 @@ from tasks.worker import Worker
 from tests.doubles.github.double import GitHubDouble
 from tests.doubles.github.settings import settings_for
 from tests.doubles.redis_server import RedisServer
-from tests.doubles.schedules import REPO, Beat, installed_repo, schedule_file, sign_in
+from tests.doubles.schedules import REPO, Beat, approve, installed_repo, schedule_file, sign_in
 
 pytestmark = pytest.mark.skipif(not shutil.which("bwrap"), reason="the local sandbox needs bwrap")
 FIXER = "checks:\n  fix: [\"sed -i 's/[[:space:]]*$//' README.md\"]\n"
@@ -76,6 +76,7 @@ def first_slot(double: GitHubDouble, db: Database, settings: Settings, readme: s
     config = schedule_file("fixers", "alice", extra=FIXER)
     installed_repo(double, db, {"README.md": readme, ".github/onloop.yml": config})
     sign_in(double, db, "alice")
+    approve(double, db, config)
     assert ticked(settings, SLOT - timedelta(hours=1))[0].outcome == ScheduleOutcome.ARMED
     job = run(settings, db, fire(settings, SLOT))
     assert job.state == JobState.SUCCEEDED, (job.result, job.steps)

@@ -19,7 +19,7 @@ from app.store.models import Job
 from app.store.schedule_slots import ScheduleOutcome
 from tests.doubles.github.double import GitHubDouble
 from tests.doubles.github.settings import settings_for
-from tests.doubles.schedules import Beat, installed_repo, schedule_file, sign_in
+from tests.doubles.schedules import Beat, approve, installed_repo, schedule_file, sign_in
 
 BEFORE = datetime(2026, 12, 4, 2, 0, tzinfo=UTC)
 SLOT = datetime(2026, 12, 4, 3, 0, tzinfo=UTC)
@@ -62,6 +62,7 @@ def test_two_beat_processes_fire_a_slot_once_as_its_owner(
     files = {"README.md": "widgets\n", ".github/onloop.yml": schedule_file("fixers", "alice")}
     installed_repo(github_double, db, files)
     sign_in(github_double, db, "alice")
+    approve(github_double, db, files[".github/onloop.yml"])
 
     armed = two_beats(settings, BEFORE)
     assert sorted(map(str, armed)) == sorted(map(str, [[("armed", ())], []])), armed

@@ -48,6 +48,7 @@ def init_app(app: Flask) -> None:
         insights,
         joblist,
         live,
+        schedules,
     )
 
     state = onloop(app)
