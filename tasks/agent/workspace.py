@@ -191,14 +191,20 @@ def exec_cancellable(
     cancel: threading.Event,
     env: Mapping[str, str] | None = None,
 ) -> ExecResult:
-    """`sandbox.exec`, but a set `cancel` interrupts the command (see `interrupt`)."""
-    done = threading.Event()
+    """`sandbox.exec`, but a set `cancel` interrupts the command (see `interrupt`).
+
+    The watcher waits on `cancel` in slices; the command's end releases it at once: once
+    `finished` is set under `lock`, it can no longer interrupt, so nothing waits for its
+    slice to run out (joining it cost the agent step up to 0.2 s, 0.1 s on average)."""
+    finished = False
+    lock = threading.Lock()
 
     def watch() -> None:
-        while not done.is_set():
+        while not finished:
             if cancel.wait(0.2):
-                if not done.is_set():
-                    interrupt(sandbox)
+                with lock:
+                    if not finished:
+                        interrupt(sandbox)
                 return
 
     watcher = threading.Thread(target=watch, daemon=True)
@@ -206,5 +212,5 @@ def exec_cancellable(
     try:
         return sandbox.exec(cmd, timeout=timeout, env=env)
     finally:
-        done.set()
-        watcher.join(5)
+        with lock:  # an interrupt under way ends first
+            finished = True

@@ -17,6 +17,7 @@ from app.core.kinds import Kind
 from tasks.agent import AgentResult, AgentTask, Budget, Finding, Stop
 from tasks.agent.openai_agent import OpenAIAgent
 from tasks.agent.tools import READ_TOOLS, WRITE_TOOLS, ToolBox
+from tasks.agent.workspace import exec_cancellable
 from tasks.sandbox.base import Sandbox
 from tests.doubles.chat import Call, ChatDouble, Reply, Status
 from tests.doubles.sandboxes import StartFn
@@ -246,3 +247,13 @@ def test_workspace_prefixed_paths_and_line_ranges(box: Sandbox) -> None:
     assert tools.call("read_file", "{not json").startswith(
         "error: the arguments are not valid JSON"
     )
+
+
+def test_a_cancel_after_the_command_ended_interrupts_nothing(box: Sandbox) -> None:
+    """The watcher outlives `exec_cancellable` by up to a slice (nobody waits for it), but a
+    cancel that comes after the command ended leaves the sandbox's next command alone."""
+    cancel = threading.Event()
+    assert exec_cancellable(box, "true", timeout=30, cancel=cancel).ok
+    cancel.set()  # the watcher, still in its slice, sees it now
+    after = box.exec("sleep 1; echo still here", timeout=30)
+    assert after.ok and after.stdout.strip() == "still here", after

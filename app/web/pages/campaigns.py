@@ -5,7 +5,6 @@ its owner (by GitHub user id) starts a campaign awaiting them."""
 
 from __future__ import annotations
 
-import secrets
 from collections import Counter
 from dataclasses import dataclass
 
@@ -16,7 +15,7 @@ from app.store import audit, campaigns
 from app.store.campaigns import LABELS
 from app.store.fleet_tables import Campaign, CampaignState
 from app.web.pages.access import Access
-from app.web.pages.jobs import bp, pages_or_503, signed_in, to_sign_in
+from app.web.pages.jobs import bp, check_form, pages_or_503, signed_in, to_sign_in
 from app.web.pages.session import Session
 from app.web.pages.state import Pages
 
@@ -73,8 +72,7 @@ def start(campaign_id: int) -> BaseResponse:
     if found is None:
         abort(404, "No such campaign.")
     visible_rows(pages, session, found)
-    if not secrets.compare_digest(request.form.get("csrf", ""), session.csrf):
-        abort(400, "This form has expired: reload the page and press Start again.")
+    check_form(session, "Start")
     if not is_owner(session, found):
         abort(403, f"Only its owner, @{found.owner}, may start this campaign.")
     mark = request.form.get("file", "")

@@ -3,6 +3,8 @@ repository (app/web/pages/access.py); anyone else gets the same 404 as for no su
 
 from __future__ import annotations
 
+import secrets
+
 import redis
 from flask import (
     Blueprint,
@@ -73,6 +75,13 @@ def signed_in(pages: Pages) -> Session | None:
         abort(503, "Sign-in sessions are unavailable (Redis does not answer).")
     g.pages_session = session  # for the header (app/web/pages/joblist.py)
     return session
+
+
+def check_form(session: Session, button: str) -> None:
+    """400 unless the posted form carries the session's CSRF token (the page's hidden field);
+    the person is told to reload the page and press `button` again."""
+    if not secrets.compare_digest(request.form.get("csrf", ""), session.csrf):
+        abort(400, f"This form has expired: reload the page and press {button} again.")
 
 
 def to_sign_in(back: str | None = None) -> BaseResponse:

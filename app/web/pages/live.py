@@ -6,12 +6,11 @@ check (the person who asked, or someone with the trigger permission) and a CSRF 
 from __future__ import annotations
 
 import json
-import secrets
 import threading
 import time
 from collections.abc import Iterator
 
-from flask import Blueprint, Response, abort, redirect, request
+from flask import Blueprint, Response, abort, redirect
 from sqlalchemy import select
 from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Response as BaseResponse
@@ -23,7 +22,14 @@ from app.store import audit
 from app.store.cancel import cancel_live
 from app.store.db import Database
 from app.store.models import LIVE_STATES, Job, JobState, RepoConfigCache
-from app.web.pages.jobs import error_page, pages_or_503, signed_in, to_sign_in, visible_job
+from app.web.pages.jobs import (
+    check_form,
+    error_page,
+    pages_or_503,
+    signed_in,
+    to_sign_in,
+    visible_job,
+)
 from app.web.pages.session import Session
 from app.web.pages.state import Pages
 
@@ -126,8 +132,7 @@ def cancel(job_id: int) -> BaseResponse:
     if session is None:
         return to_sign_in(f"/jobs/{job_id}")
     job = visible_job(pages, session, job_id)
-    if not secrets.compare_digest(request.form.get("csrf", ""), session.csrf):
-        abort(400, "This form has expired: reload the page and press Cancel again.")
+    check_form(session, "Cancel")
     if job.state != JobState.RUNNING:
         abort(409, f"Job #{job.id} is {job.state}: only a running job can be cancelled here.")
     if not may_cancel(pages, session, job):

@@ -4,15 +4,13 @@ name, as shown."""
 
 from __future__ import annotations
 
-import secrets
-
 from flask import abort, redirect, render_template, request
 from werkzeug.wrappers import Response as BaseResponse
 
 from app.store import audit, schedule_approvals
 from app.store.fleet_tables import ScheduleApproval
 from app.web.pages.access import Access
-from app.web.pages.jobs import bp, pages_or_503, signed_in, to_sign_in
+from app.web.pages.jobs import bp, check_form, pages_or_503, signed_in, to_sign_in
 from app.web.pages.session import Session
 from app.web.pages.state import Pages
 
@@ -51,8 +49,7 @@ def approve(approval_id: int) -> BaseResponse:
     if session is None:
         return to_sign_in(f"/schedules/{approval_id}")
     found = _visible(pages, session, approval_id)
-    if not secrets.compare_digest(request.form.get("csrf", ""), session.csrf):
-        abort(400, "This form has expired: reload the page and press Approve again.")
+    check_form(session, "Approve")
     if found.owner_id != session.user_id:
         abort(403, f"Only its owner, @{found.owner}, may approve this schedule.")
     digest = request.form.get("digest", "")
