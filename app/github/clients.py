@@ -7,21 +7,19 @@ Authorization header: never in URLs, logs, reprs or exception messages made here
 from __future__ import annotations
 
 import hashlib
-import time
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
-import jwt
 from github import Auth, Github, GithubIntegration
 from github.GithubException import GithubException, RateLimitExceededException
 
 from app.core.settings import Settings
 from app.core.telemetry import Telemetry
 from app.core.timeutil import parse_time
+from app.github.app_key import AppKey
 from app.github.transport import RateLimitRetry, Who, instrument
 from app.github.write_slots import WriteSlots
 
@@ -91,18 +89,6 @@ def _settings_value(value: Any, name: str) -> Any:
     return value
 
 
-def _private_key(settings: Settings) -> str:
-    return Path(_settings_value(settings.private_key_path, "private_key_path")).read_text()
-
-
-def app_jwt(settings: Settings) -> str:
-    """A JWT authenticating as the App: RS256, issued 60 s ago, valid for 9 minutes."""
-    app_id = _settings_value(settings.app_id, "app_id")
-    now = int(time.time())
-    claims = {"iat": now - JWT_BACKDATE, "exp": now + JWT_LIFETIME, "iss": str(app_id)}
-    return jwt.encode(claims, _private_key(settings), algorithm="RS256")
-
-
 class InstallationUnavailable(GithubException):
     """GitHub refused the installation a token (401, 403 or 404): the App was uninstalled
     or suspended there (or its credentials no longer match), so nothing can act for it."""
@@ -134,6 +120,13 @@ class GitHubApp:
 
     def __init__(self, settings: Settings, write_slots: WriteSlots, meter: Telemetry) -> None:
         self.settings, self.write_slots, self.meter = settings, write_slots, meter
+        self._key: AppKey | None = None  # made at the first JWT, once the App is configured
+
+    def _app_key(self) -> AppKey:
+        path = str(_settings_value(self.settings.private_key_path, "private_key_path"))
+        if self._key is None or str(self._key.path) != path:
+            self._key = AppKey(path)
+        return self._key
 
     @property
     def configured(self) -> bool:
@@ -150,7 +143,7 @@ class GitHubApp:
         settings = self.settings
         auth = Auth.AppAuth(
             str(_settings_value(settings.app_id, "app_id")),
-            _private_key(settings),
+            sign_func=self._app_key().sign,
             jwt_expiry=JWT_LIFETIME,
             jwt_issued_at=-JWT_BACKDATE,
         )

@@ -60,18 +60,33 @@ class OutputLog:
         self._timer: threading.Timer | None = None
 
     def command(self, argv: list[str]) -> None:
-        """A command is about to run."""
-        self.flush(whole=True)
+        """A command is about to run: its line is written with its first output, when it
+        ends, or within FLUSH_SECONDS, whichever comes first (not a write of its own: a
+        job runs a dozen short commands, each of which waited for two writes before)."""
+        self.flush(whole=True)  # anything left of the command before (usually nothing)
         self._step = self.step_of()
         shown = argv[2] if argv[:2] == ["/bin/sh", "-c"] and len(argv) == 3 else shlex.join(argv)
-        self.add("cmd", f"$ {shown}\n".encode())
-        self.flush()
+        line = f"$ {shown}\n".encode()
+        with self._lock:
+            self._pending.append(line)
+            self._size += len(line)
+            self._arm()
 
     def ended(self, exit_code: int) -> None:
-        """The command ended with `exit_code`."""
-        self.flush(whole=True)
-        self.add("cmd", f"[exit {exit_code}]\n".encode())
+        """The command ended with `exit_code`: what is left of its output and the exit code,
+        in one write."""
+        with self._lock:
+            self._pending.extend(p for p in self._partial.values() if p)
+            self._partial = {}
+            self._pending.append(f"[exit {exit_code}]\n".encode())
         self.flush()
+
+    def _arm(self) -> None:
+        """Under the lock: flush within FLUSH_SECONDS, even if the command stays quiet."""
+        if self._timer is None:
+            self._timer = threading.Timer(FLUSH_SECONDS, self.flush)
+            self._timer.daemon = True
+            self._timer.start()
 
     def add(self, stream: str, data: bytes) -> None:
         """A chunk of `stream` (stdout, stderr) as it came."""
@@ -81,10 +96,8 @@ class OutputLog:
                 self._pending.append(ready)
                 self._size += len(ready)
             due = self._size >= FLUSH_BYTES or time.monotonic() - self._last >= FLUSH_SECONDS
-            if not due and self._timer is None:  # the rest goes out shortly, even if quiet
-                self._timer = threading.Timer(FLUSH_SECONDS, self.flush)
-                self._timer.daemon = True
-                self._timer.start()
+            if not due:  # the rest goes out shortly, even if quiet
+                self._arm()
         if due:
             self.flush()
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from sqlalchemy import select
+
 from app.core.jobevents import JobEvents
 from app.core.queues import PURGE_JOB_OUTPUT
 from app.core.settings import Settings
@@ -74,6 +76,23 @@ def test_a_sandbox_command_s_output_is_kept_under_its_step(db: Database, start: 
     assert text.startswith(f"$ {script}\n") and text.endswith("[exit 3]\n")
     ran = text.split("\n", 1)[1]  # what the command printed
     assert "[redacted]\n" in ran and "oops\n" in ran and "ghp_" not in ran
+
+
+def test_a_short_command_is_one_write_with_its_line_output_and_exit(
+    db: Database, start: StartFn
+) -> None:
+    """A job runs a dozen short commands: each is written once, at its end, not once for
+    its line and again for its exit code."""
+    box = start()
+    output = OutputLog(db, JobEvents(None), 7, cap=4096, step=lambda: "plan")
+    box.starting.append(output.command)
+    box.streams.append(output.add)
+    box.observers.append(lambda _argv, result: output.ended(result.exit_code))
+    for word in ("one", "two"):
+        assert box.exec(["/bin/sh", "-c", f"echo {word}"]).ok
+    with db.read() as s:
+        chunks = s.scalars(select(JobOutput.text).where(JobOutput.job_id == 7)).all()
+    assert chunks == ["$ echo one\none\n[exit 0]\n", "$ echo two\ntwo\n[exit 0]\n"]
 
 
 def test_the_beat_purges_output_past_the_days_kept(settings: Settings, db: Database) -> None:
