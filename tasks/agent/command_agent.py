@@ -8,8 +8,8 @@ import time
 
 import tasks.agent.workspace as ws
 from tasks.agent.base import AgentResult, AgentTask, Budget, Stop, Transcript, task_markdown
-from tasks.agent.task_file import place_task, restore_task
-from tasks.sandbox.base import WORKDIR, Sandbox, SandboxError
+from tasks.agent.task_file import Wrapped, restore_task, run_with_task
+from tasks.sandbox.base import WORKDIR, ExecResult, Sandbox, SandboxError
 
 TASK_FILE = "TASK.md"
 # Where the command may report what it used: {"input_tokens": n, "output_tokens": n, "model": m}.
@@ -45,14 +45,13 @@ class CommandAgent:
         if cancel.is_set():
             return AgentResult(ran=True, summary="the job was cancelled", stopped=Stop.CANCELLED)
         transcript = Transcript(limit=self.tail_chars)
-        # None: none there (or not a regular file: it is not put back then)
-        previous = place_task(sandbox, TASK_FILE, task_markdown(task).encode("utf-8"), _EXCLUDE)
         timeout = max(1.0, min(budget.wall_seconds, sandbox.remaining))
         begun = time.monotonic()
-        try:
-            done = ws.exec_cancellable(
+
+        def run(argv: list[str]) -> ExecResult:
+            return ws.exec_cancellable(
                 sandbox,
-                ["/bin/sh", "-c", "exec 2>&1\n" + self.command],  # one stream, in order
+                argv,
                 timeout=timeout,
                 cancel=cancel,
                 env={
@@ -61,13 +60,18 @@ class CommandAgent:
                     "AGENT_BUDGET": str(budget.max_tokens),
                 },
             )
+
+        data = task_markdown(task).encode("utf-8")
+        try:
+            wrapped = run_with_task(run, TASK_FILE, data, _EXCLUDE, self.command, USAGE_FILE)
         except SandboxError as exc:
             stopped = Stop.CANCELLED if cancel.is_set() else Stop.ERROR
             return AgentResult(ran=True, summary=f"the sandbox went away: {exc}", stopped=stopped)
-        finally:
-            reported = _restore(sandbox, previous)
+        done, reported = wrapped.result, wrapped.usage
+        if not wrapped.restored:  # killed (time, cancel) before it could put TASK.md back
+            reported = _restore(sandbox, wrapped)
         used = _usage(reported)
-        output = done.output
+        output = done.stdout  # the command's own output, its stderr joined to it
         transcript.add(output, max_chars=self.tail_chars, tail=True)
         elapsed = time.monotonic() - begun
         if cancel.is_set():
@@ -113,13 +117,16 @@ def _usage(raw: bytes | None) -> tuple[int, int, str]:
     return count("input_tokens"), count("output_tokens"), model if isinstance(model, str) else ""
 
 
-def _restore(sandbox: Sandbox, previous: bytes | None) -> bytes | None:
-    """TASK.md put back, and what the command reported in $USAGE_FILE (then removed), in one
-    command; nothing once the sandbox is gone."""
+def _restore(sandbox: Sandbox, wrapped: Wrapped) -> bytes | None:
+    """TASK.md put back, and what the command reported in $USAGE_FILE (then removed), in a
+    command of its own, when the one that ran the agent was killed first; nothing once the
+    sandbox is gone. ToolError when TASK.md cannot be put back as it was."""
     if sandbox.stopped:
         return None
+    if not wrapped.known:
+        raise ws.ToolError(f"restore failed: what {TASK_FILE} held before was not said")
     try:
-        return restore_task(sandbox, TASK_FILE, previous, USAGE_FILE)
+        return restore_task(sandbox, TASK_FILE, wrapped.previous, USAGE_FILE)
     except (ws.ToolError, SandboxError):
         if not sandbox.stopped:
             raise

@@ -16,8 +16,10 @@ from typing import Any
 import pytest
 from flask import Flask
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from werkzeug.serving import BaseWSGIServer, make_server
 
@@ -213,6 +215,18 @@ def sign_in(driver: WebDriver, double: GitHubDouble, base: str, login: str, path
 def steps_of(driver: WebDriver) -> list[tuple[str, str, str]]:
     """The steps the page shows now: (name, state, output)."""
     return [(str(n), str(s), str(o)) for n, s, o in driver.execute_script(STEPS_JS)]
+
+
+def click(driver: WebDriver, selector: str, attempts: int = 5) -> None:
+    """Click the element `selector` names, as a person would: a live update that replaced it
+    between finding and clicking (a stale reference) is found again, not a failure."""
+    for attempt in range(attempts):
+        try:
+            driver.find_element(By.CSS_SELECTOR, selector).click()
+            return
+        except StaleElementReferenceException:
+            if attempt == attempts - 1:
+                raise
 
 
 def screenshot(driver: WebDriver, tmp_path: Path, name: str, down_to: str) -> Path:

@@ -24,6 +24,7 @@ from tests.e2e.browser import (
     Site,
     a_job,
     browser,
+    click,
     screenshot,
     served,
     sign_in,
@@ -126,7 +127,7 @@ def test_a_running_job_s_page_follows_it_live_and_cancels_it(
     browser.execute_script(FOLD_JS)  # as a person would, before the screenshot
     shot = screenshot(browser, tmp_path, "job-page.png", down_to="steps")
     assert shot.read_bytes().startswith(b"\x89PNG")
-    browser.find_element(By.CSS_SELECTOR, "#cancel button").click()
+    click(browser, "#cancel button")
     wait_until(lambda: job_state(browser) == JobState.CANCELLED, 60, "the page to say cancelled")
     assert browser.current_url == served.url + path
     assert not browser.find_elements(By.ID, "cancel")

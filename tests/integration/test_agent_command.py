@@ -124,9 +124,9 @@ def test_doctor_names_what_the_agent_lacks(
     assert len(agent_lines) == 1 and line in agent_lines[0], agent_lines
 
 
-def test_the_agent_takes_three_sandbox_commands_and_reads_its_usage(start: StartFn) -> None:
-    """Its bookkeeping is one command before and one after its own; the usage file it wrote
-    is read and removed, a repository's TASK.md put back."""
+def test_the_agent_takes_one_sandbox_command_and_reads_its_usage(start: StartFn) -> None:
+    """Its bookkeeping runs in the shell that runs it: one sandbox command in all; the usage
+    file it wrote is read and removed, a repository's TASK.md put back."""
     box = start(files={"TASK.md": "ours\n"})
     ran: list[list[str]] = []
     box.observers.append(lambda argv, _result: ran.append(argv))
@@ -136,6 +136,24 @@ def test_the_agent_takes_three_sandbox_commands_and_reads_its_usage(start: Start
     )
     assert result.stopped is Stop.FINISHED, result.transcript_tail
     assert (result.tokens_in, result.tokens_out, result.model) == (12, 30, "m1")
-    assert len(ran) == 3
+    assert len(ran) == 1
     assert (box.workspace / "TASK.md").read_text() == "ours\n"
     assert not (box.workspace / ".onloop-usage.json").exists()
+    assert "placed" not in result.transcript_tail  # the bookkeeping is not the agent's output
+
+
+@pytest.mark.parametrize("ours", ["the project's own tasks\n", ""])
+def test_a_killed_agent_still_leaves_the_repository_s_task_md_as_it_was(
+    start: StartFn, ours: str
+) -> None:
+    """Out of time, the shell that would have put TASK.md back is killed with the command; a
+    second command does it, from what the first said TASK.md held (an empty file too)."""
+    box = start(files={"TASK.md": ours})
+    ran: list[list[str]] = []
+    box.observers.append(lambda argv, _result: ran.append(argv))
+    result = CommandAgent('echo x > "$USAGE_FILE"; sleep 60').run(
+        box, TASK, Budget(wall_seconds=1), threading.Event()
+    )
+    assert result.stopped is Stop.WALL_TIME
+    assert (box.workspace / "TASK.md").read_text() == ours
+    assert len(ran) == 2 and not (box.workspace / ".onloop-usage.json").exists()
