@@ -168,10 +168,13 @@ def run_required(change: Change, commands: list[str]) -> tuple[list[Outcome], st
 def _commit(change: Change) -> str | None:
     if change.outcome is not None:
         return None
-    if not change.work.commit(change.box, change.subject, trailers=change.trailers):
+    work = change.work
+    if not work.commit(
+        change.box, change.subject, trailers=change.trailers, bundle_since=change.base
+    ):
         change.outcome = ChangeOutcome.NO_CHANGE
         return "nothing changed"
-    change.new_sha = change.work.collect(change.box, change.base)
+    change.new_sha = work.collect(change.box, change.base, bundled=True)
     if change.new_sha is None:
         change.outcome = ChangeOutcome.NO_CHANGE
         return "nothing to collect"

@@ -194,9 +194,17 @@ class Work:
             exit_code=result.exit_code,
         )
 
-    def commit(self, box: Sandbox, subject: str, *, trailers: Sequence[str] = ()) -> bool:
+    def commit(
+        self,
+        box: Sandbox,
+        subject: str,
+        *,
+        trailers: Sequence[str] = (),
+        bundle_since: str | None = None,
+    ) -> bool:
         """Commit everything the job changed in the sandbox, with the trailer that marks
-        onloop's own work; False when there was nothing to commit."""
+        onloop's own work; False when there was nothing to commit. `bundle_since`: bundle
+        the commits since it in the same command, for `collect(bundled=True)`."""
         env = self.identity()
         bot = self.ctx.settings.bot_login or "onloop[bot]"
         lines = [
@@ -206,14 +214,16 @@ class Work:
         ]
         message = ["-m", subject, "-m", "\n".join(lines)]
         try:
-            return commit_all(box, message, env)
+            return commit_all(box, message, env, bundle_since=bundle_since)
         except CommitFailed as exc:
             raise JobFailed(str(exc)) from None
 
-    def collect(self, box: Sandbox, base: str) -> str | None:
-        """The sandbox's new commits since `base`, now in the mirror; the new tip or None."""
+    def collect(self, box: Sandbox, base: str, *, bundled: bool = False) -> str | None:
+        """The sandbox's new commits since `base`, now in the mirror; the new tip or None.
+        `bundled`: `commit(bundle_since=base)` bundled them already."""
+        ref = f"refs/onloop/job-{self.ctx.job.id}"
         return collect_commits(
-            box, self.place.cache, self.repo.full_name, base, f"refs/onloop/job-{self.ctx.job.id}"
+            box, self.place.cache, self.repo.full_name, base, ref, bundled=bundled
         )
 
     def branch_lease(self, branch: str, again: str) -> str:

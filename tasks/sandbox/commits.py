@@ -12,13 +12,21 @@ from pathlib import Path
 from tasks.git.repo_cache import RepoCache
 from tasks.sandbox.base import Sandbox, SandboxError
 
-BUNDLE = ".onloop-out.bundle"
+# Inside .git: never staged by a later `git add --all` in the same workspace.
+BUNDLE = ".git/onloop-out.bundle"
 # Stage everything, stop when nothing is staged, else commit with the options in "$@".
-NOTHING_STAGED, NOT_STAGED = 80, 81
+NOTHING_STAGED, NOT_STAGED, NOT_BUNDLED = 80, 81, 82
 _COMMIT = (
     f"git add --all || exit {NOT_STAGED}\n"
     f"git diff --cached --quiet && exit {NOTHING_STAGED}\n"
     'exec git commit --quiet --no-verify "$@"\n'
+)
+# The same, then the commits since "$1" bundled for `collect_commits` (one command, not two).
+_COMMIT_AND_BUNDLE = (
+    f"git add --all || exit {NOT_STAGED}\n"
+    f"git diff --cached --quiet && exit {NOTHING_STAGED}\n"
+    'base=$1; shift\ngit commit --quiet --no-verify "$@" || exit $?\n'
+    f'git bundle create --quiet /workspace/{BUNDLE} "^$base" HEAD || exit {NOT_BUNDLED}\n'
 )
 
 
@@ -54,29 +62,44 @@ def read_workspace_file(workspace: Path, relpath: str, dest: Path, limit: int = 
     return dest
 
 
-def commit_all(sandbox: Sandbox, message: Sequence[str], env: dict[str, str]) -> bool:
+def commit_all(
+    sandbox: Sandbox,
+    message: Sequence[str],
+    env: dict[str, str],
+    *,
+    bundle_since: str | None = None,
+) -> bool:
     """Commit everything changed in the workspace (`message`: git's -m options), in one
-    command; False when nothing changed, CommitFailed saying what failed."""
-    done = sandbox.exec(["/bin/sh", "-c", _COMMIT, "sh", *message], env=env)
+    command; False when nothing changed, CommitFailed saying what failed. `bundle_since`:
+    the same command bundles the commits since that sha for `collect_commits(bundled=True)`."""
+    if bundle_since is None:
+        args = ["/bin/sh", "-c", _COMMIT, "sh", *message]
+    else:
+        args = ["/bin/sh", "-c", _COMMIT_AND_BUNDLE, "sh", bundle_since, *message]
+    done = sandbox.exec(args, env=env)
     if done.exit_code == NOTHING_STAGED:
         return False
     if not done.ok:
-        what = "stage the changes" if done.exit_code == NOT_STAGED else "commit"
+        what = {NOT_STAGED: "stage the changes", NOT_BUNDLED: "bundle the new commit"}.get(
+            done.exit_code, "commit"
+        )
         raise CommitFailed(f"could not {what}: {done.output.strip()[-500:]}")
     return True
 
 
 def collect_commits(
-    sandbox: Sandbox, cache: RepoCache, repo: str, base: str, ref: str
+    sandbox: Sandbox, cache: RepoCache, repo: str, base: str, ref: str, *, bundled: bool = False
 ) -> str | None:
     """Bring the commits made in the sandbox since `base` into the mirror as `ref` (under
     refs/onloop/), through a bundle: the worker never runs git in the workspace. The new
-    tip's sha, or None when there are no new commits. Push it with `RepoCache.push`."""
-    made = sandbox.exec(["git", "bundle", "create", f"/workspace/{BUNDLE}", f"^{base}", "HEAD"])
-    if not made.ok:
-        if "empty bundle" in made.stderr:
-            return None
-        raise SandboxError(f"could not bundle the job's commits: {made.stderr.strip()}")
+    tip's sha, or None when there are no new commits. Push it with `RepoCache.push`.
+    `bundled`: `commit_all(bundle_since=base)` made the bundle already."""
+    if not bundled:
+        made = sandbox.exec(["git", "bundle", "create", f"/workspace/{BUNDLE}", f"^{base}", "HEAD"])
+        if not made.ok:
+            if "empty bundle" in made.stderr:
+                return None
+            raise SandboxError(f"could not bundle the job's commits: {made.stderr.strip()}")
     with tempfile.TemporaryDirectory(prefix="onloop-bundle-") as tmp:
         bundle = read_workspace_file(sandbox.workspace, BUNDLE, Path(tmp) / "out.bundle")
         return cache.import_bundle(repo, bundle, ref)

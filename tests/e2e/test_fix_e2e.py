@@ -117,10 +117,10 @@ def test_ruff_failure_is_fixed_and_pushed_as_the_pr_author(
     assert "import os" not in (files / "bad.py").read_text()
     names = [s["name"] for s in job.steps]
     assert names[:2] == ["policy", "authorization"] and "validate" in names
-    # in the sandbox: the probe, 2 fixers, 2 checks, the commit (stage, look, commit: one
-    # command, three before) and its bundle
+    # in the sandbox: the probe, 2 fixers, 2 checks, and the commit with its bundle (stage,
+    # look, commit, bundle: one command, four before)
     execs = audit.entries(world.db, job_id=job_id, action=audit.SANDBOX_EXEC)
-    assert len(execs) == 7, [e.detail["argv"][:3] for e in execs]
+    assert len(execs) == 6, [e.detail["argv"][:3] for e in execs]
     assert world.containers() == []  # removed while it pushed, and before the job ended
 
 

@@ -13,7 +13,7 @@ import pytest
 from tasks.git.process import git
 from tasks.git.repo_cache import RepoCache
 from tasks.sandbox.base import SandboxBackend, SandboxError
-from tasks.sandbox.commits import collect_commits, read_workspace_file
+from tasks.sandbox.commits import collect_commits, commit_all, read_workspace_file
 from tasks.sandbox.job import SetupFailed, job_sandbox
 from tests.doubles.git_server import GitServer, make_repo
 from tests.doubles.sandboxes import new_job_id
@@ -91,6 +91,18 @@ def test_commits_come_out_through_a_bundle_and_are_pushed(
         tip = collect_commits(sb, cache, "o/r", sha, "refs/onloop/jobs/1")
         assert tip and tip != sha
         cache.push("o/r", url, tip, "refs/heads/onloop/issue-1", token, lease="")
+
+        # The job's own commit bundles its commits in the same command: one exec, not two.
+        ran: list[list[str]] = []
+        sb.observers.append(lambda argv, _result: ran.append(argv))
+        sb.exec("echo 'VALUE = 3' > demo.py")
+        assert commit_all(sb, ["-m", "again"], ident, bundle_since=tip)
+        assert not commit_all(sb, ["-m", "nothing"], ident, bundle_since=tip)
+        again = collect_commits(sb, cache, "o/r", tip, "refs/onloop/jobs/2", bundled=True)
+        assert len(ran) == 3 and again and again != tip
+        mirror = cache.mirror_path("o/r")
+        assert git(["rev-parse", f"{again}~1"], mirror).stdout.strip() == tip
+        assert git(["show", f"{again}:demo.py"], mirror).stdout == "VALUE = 3\n"
     served = git_server.root / "o" / "r.git"
     assert git(["rev-parse", "refs/heads/onloop/issue-1"], served).stdout.strip() == tip
     # A symlink planted by the sandbox is not followed by the worker.
