@@ -6,7 +6,7 @@ import contextlib
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
 
 from github import Github
 from github.Repository import Repository
@@ -22,6 +22,7 @@ from tasks.blueprints.heads import setup_failed
 from tasks.blueprints.pulls import PullRef
 from tasks.blueprints.pushes import TRAILER
 from tasks.blueprints.start import act_as, check_policy, effective_config, installation_repo
+from tasks.blueprints.target_reads import TargetReads
 from tasks.blueprints.targets import Target
 from tasks.git.guard import check_diff
 from tasks.runner.context import Cancelled, JobContext, JobFailed, WaitForAuthorization
@@ -58,6 +59,11 @@ class Work:
     @property
     def place(self) -> Workplace:
         return self.ctx.workplace
+
+    @cached_property
+    def targets(self) -> TargetReads:
+        """This job's push targets, each read once (pushes.push_target)."""
+        return TargetReads(partial(pushes.push_target, self), self.repo.full_name)
 
     @cached_property
     def repo_client(self) -> Github:
@@ -252,8 +258,9 @@ class Work:
         return [str(v) for v in found]
 
     def push_target(self, branch: str, head_repo: str | None = None) -> Target:
-        """Whether onloop may push to `branch` of `head_repo` (pushes.push_target)."""
-        return pushes.push_target(self, branch, head_repo)
+        """Whether onloop may push to `branch` of `head_repo` (pushes.push_target), read
+        once per job; `targets.prefetch` reads it early, beside the work."""
+        return self.targets.get(branch, head_repo)
 
     def push(
         self,

@@ -88,7 +88,11 @@ def _read_failures(state: FixCI) -> str | None:
 
 
 def _change(state: FixCI) -> None:
-    """The fix itself, in a sandbox on the head commit (its own recorded steps)."""
+    """The fix itself, in a sandbox on the head commit (its own recorded steps). Where the
+    fix will be pushed is read meanwhile."""
+    pull = state.pull
+    if pull is not None and pull.can_push_to_head:
+        state.work.targets.prefetch(pull.head_ref, pull.head_repo)
     title = "Make the failing checks pass"
     names = ", ".join(f.name for f in state.failures) or "checks"
     # The log is the output of the head's own code (job and step names too): data.

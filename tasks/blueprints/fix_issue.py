@@ -142,6 +142,7 @@ def fix(
     pushed to its branch with a PR; a job at its daily budget stops onto its WIP branch."""
     ctx.head_sha = base_sha
     state = FixIssue(work, issue, base_sha, f"onloop/issue-{issue.number}")
+    work.targets.prefetch(state.branch)  # read beside the work; the push asks for it
     with ctx.step("branch") as record:
         state.lease = work.branch_lease(state.branch, "remove and add the label again")
         record.output = f"replacing {state.lease[:12]}" if state.lease else "new branch"
