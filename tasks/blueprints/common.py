@@ -257,10 +257,12 @@ class Work:
         )
         return [str(v) for v in found]
 
-    def push_target(self, branch: str, head_repo: str | None = None) -> Target:
+    def push_target(
+        self, branch: str, head_repo: str | None = None, *, fresh: bool = False
+    ) -> Target:
         """Whether onloop may push to `branch` of `head_repo` (pushes.push_target), read
-        once per job; `targets.prefetch` reads it early, beside the work."""
-        return self.targets.get(branch, head_repo)
+        once per job unless `fresh`; `targets.prefetch` reads it early, beside the work."""
+        return self.targets.get(branch, head_repo, fresh=fresh)
 
     def push(
         self,
@@ -271,11 +273,20 @@ class Work:
         clone_url: str | None = None,
         head_repo: str | None = None,
         keep: tuple[str, str] | None = None,
+        fresh_target: bool = False,
     ) -> str:
         """Push `sha` to `branch` with the person's token, under `lease` (pushes.push); the
-        branch's new head on GitHub (another sha where GitHub made verified commits)."""
+        branch's new head on GitHub (another sha where GitHub made verified commits).
+        `fresh_target`: read where it may push again now, not as read earlier in the job."""
         return pushes.push(
-            self, sha, branch, lease=lease, clone_url=clone_url, head_repo=head_repo, keep=keep
+            self,
+            sha,
+            branch,
+            lease=lease,
+            clone_url=clone_url,
+            head_repo=head_repo,
+            keep=keep,
+            fresh_target=fresh_target,
         )
 
 

@@ -150,6 +150,9 @@ def _push(state: Rebase) -> str | None:
                 clone_url=pull.head_clone_url,
                 head_repo=pull.head_repo,
                 keep=(pull.head_sha, backup) if together else None,
+                # A force-push rewrites the PR's own branch, and an agent may have spent
+                # minutes on its conflicts: where it may go is read again right before.
+                fresh_target=True,
             ),
         )
     except GitError as exc:

@@ -44,11 +44,12 @@ class TargetReads:
         run = contextvars.copy_context().run  # the job's log context (job_id) on its lines
         threading.Thread(target=run, args=(work,), name="push-target", daemon=True).start()
 
-    def get(self, branch: str, head_repo: str | None = None) -> Target:
-        """The target: as read before, or read now (again, when the early read failed)."""
+    def get(self, branch: str, head_repo: str | None = None, *, fresh: bool = False) -> Target:
+        """The target: as read before, or read now (again, when the early read failed, or
+        when `fresh` asks for GitHub's word as it is now)."""
         key = self._key(branch, head_repo)
         early = self._found.get(key)
-        if early is not None and early.exception() is not None:
+        if early is not None and (fresh or early.exception() is not None):
             del self._found[key]
         if key not in self._found:
             future: Future[Target] = Future()

@@ -59,3 +59,13 @@ def test_a_target_in_flight_is_waited_for_not_read_twice() -> None:
     targets.prefetch("feature")
     threading.Timer(0.2, reads.release.set).start()
     assert targets.get("feature").allowed and len(reads.calls) == 1
+
+
+def test_a_fresh_target_is_read_again_and_kept_for_later_asks() -> None:
+    reads = Reads()
+    reads.release.set()
+    targets = TargetReads(reads, "octo/widgets")
+    first = targets.get("feature")
+    again = targets.get("feature", fresh=True)  # a force-push asks for GitHub's word now
+    assert again is not first and len(reads.calls) == 2
+    assert targets.get("feature") is again and len(reads.calls) == 2
