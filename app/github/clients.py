@@ -138,15 +138,20 @@ class GitHubApp:
         """A GitHubApp with write slots and a metrics writer of its own."""
         return cls(settings, WriteSlots.for_settings(settings), Telemetry(settings.redis_url))
 
-    def app_integration(self) -> GithubIntegration:
-        """PyGithub's client authenticated as the App (JWT), for /app endpoints."""
-        settings = self.settings
-        auth = Auth.AppAuth(
-            str(_settings_value(settings.app_id, "app_id")),
+    def app_auth(self) -> Auth.AppAuth:
+        """The App's JWTs: RS256, issued 60 s ago, valid for 9 minutes, signed with the key
+        parsed once (app_key.py)."""
+        return Auth.AppAuth(
+            str(_settings_value(self.settings.app_id, "app_id")),
             sign_func=self._app_key().sign,
             jwt_expiry=JWT_LIFETIME,
             jwt_issued_at=-JWT_BACKDATE,
         )
+
+    def app_integration(self) -> GithubIntegration:
+        """PyGithub's client authenticated as the App (JWT), for /app endpoints."""
+        settings = self.settings
+        auth = self.app_auth()
         between, writes = _pacing(settings)
         gi = GithubIntegration(
             auth=auth,

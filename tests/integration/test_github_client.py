@@ -35,7 +35,7 @@ def _installation_id(double: GitHubDouble) -> int:
 
 
 def test_app_jwt_has_the_claims_github_requires(double: GitHubDouble, github: gh.GitHubApp) -> None:
-    token = gh.app_jwt(github.settings)
+    token = github.app_auth().create_jwt()
     claims = jwt.decode(token, double.app.public_key_pem, algorithms=["RS256"])
     now = time.time()
     assert jwt.get_unverified_header(token)["alg"] == "RS256"

@@ -72,7 +72,7 @@ def start(campaign_id: int) -> BaseResponse:
     if found is None:
         abort(404, "No such campaign.")
     visible_rows(pages, session, found)
-    check_form(session, "Start")
+    check_form(session, "press Start again")
     if not is_owner(session, found):
         abort(403, f"Only its owner, @{found.owner}, may start this campaign.")
     mark = request.form.get("file", "")

@@ -77,11 +77,11 @@ def signed_in(pages: Pages) -> Session | None:
     return session
 
 
-def check_form(session: Session, button: str) -> None:
+def check_form(session: Session, again: str) -> None:
     """400 unless the posted form carries the session's CSRF token (the page's hidden field);
-    the person is told to reload the page and press `button` again."""
+    the person is told to reload the page and do `again` (e.g. "press Cancel again")."""
     if not secrets.compare_digest(request.form.get("csrf", ""), session.csrf):
-        abort(400, f"This form has expired: reload the page and press {button} again.")
+        abort(400, f"This form has expired: reload the page and {again}.")
 
 
 def to_sign_in(back: str | None = None) -> BaseResponse:

@@ -132,7 +132,7 @@ def cancel(job_id: int) -> BaseResponse:
     if session is None:
         return to_sign_in(f"/jobs/{job_id}")
     job = visible_job(pages, session, job_id)
-    check_form(session, "Cancel")
+    check_form(session, "press Cancel again")
     if job.state != JobState.RUNNING:
         abort(409, f"Job #{job.id} is {job.state}: only a running job can be cancelled here.")
     if not may_cancel(pages, session, job):

@@ -49,7 +49,7 @@ def approve(approval_id: int) -> BaseResponse:
     if session is None:
         return to_sign_in(f"/schedules/{approval_id}")
     found = _visible(pages, session, approval_id)
-    check_form(session, "Approve")
+    check_form(session, "press Approve again")
     if found.owner_id != session.user_id:
         abort(403, f"Only its owner, @{found.owner}, may approve this schedule.")
     digest = request.form.get("digest", "")
