@@ -89,7 +89,6 @@ class Wrapped:
     """What the one command said of its bookkeeping (stderr), beside the command's result."""
 
     result: ExecResult  # its stdout is the command's own output, its exit code the command's
-    placed: bool  # the task was written and the command ran
     previous: bytes | None  # what TASK.md held (None: nothing, or not a small regular file)
     known: bool  # whether the script said what TASK.md held
     restored: bool  # TASK.md was put back after the command
@@ -139,7 +138,6 @@ def run_with_task(
         raise ToolError(f"write failed: {message[-500:]}")
     return Wrapped(
         result,
-        placed=True,
         previous=_decoded(said.get("was")),
         known="was-none" in said or _decoded(said.get("was")) is not None,
         restored="restored" in said,
