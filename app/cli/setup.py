@@ -78,15 +78,16 @@ def setup(
     setup_state(app).settings = settings
     server.timeout = 0.5
     state = setup_state(app)
-    click.echo(
-        f"Open {setup_url(settings, state.code, org=org, name=name)} in your browser.\n"
-        f"GitHub sends you back to {public}/setup/callback: that must reach this process,"
-        f" which listens on {host}:{server.server_port}. Ctrl-C to stop."
-    )
     # A shell starts background commands with SIGINT ignored, and Python then leaves it so:
-    # Ctrl-C (or a SIGINT from a supervisor) must still stop setup and say what it kept.
+    # Ctrl-C (or a SIGINT from a supervisor) must still stop setup and say what it kept. Set
+    # before the "Open" line: whoever reads it may send SIGINT at once.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
+        click.echo(
+            f"Open {setup_url(settings, state.code, org=org, name=name)} in your browser.\n"
+            f"GitHub sends you back to {public}/setup/callback: that must reach this process,"
+            f" which listens on {host}:{server.server_port}. Ctrl-C to stop."
+        )
         while not state.done.is_set():
             server.handle_request()
     except KeyboardInterrupt:
