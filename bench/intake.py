@@ -6,7 +6,8 @@ measured in the same run, each database as a ratio to the bare endpoint.
         [--database-url postgresql+psycopg://user@host/db]
 
 SQLite always runs (a new file); `--database-url` adds PostgreSQL (its tables are migrated
-and its rows kept: each run's comments are new). A SQLite URL replaces the new file.
+and its rows kept: each run's comments are new). A SQLite URL replaces the new file. onloop's
+servers get a Redis of their own, as in production (metrics, the outbox bell).
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.doubles.redis_server import RedisServer
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT.parent / "shared" / "fixtures" / "webhooks" / "issue_comment.created.json"
@@ -173,6 +178,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="ONLOOP_WEB_THREADS, both")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="onloop-bench-"))
+    redis = RedisServer(tmp).start()
     databases = {"sqlite": f"sqlite:///{tmp}/bench.db"}
     if args.database_url:
         databases["sqlite" if args.database_url.startswith("sqlite") else "postgresql"] = (
@@ -189,6 +195,7 @@ def main() -> None:
         "ONLOOP_CLIENT_ID": "bench",
         "ONLOOP_CLIENT_SECRET": "bench",
         "ONLOOP_SECRET_KEY": "bench-" + uuid.uuid4().hex,
+        "ONLOOP_REDIS_URL": redis.url,
     }
     # The same gunicorn settings (config/gunicorn.conf.py) for both servers.
     if args.workers is not None:
@@ -232,6 +239,7 @@ def main() -> None:
             proc.terminate()
         for proc in procs.values():
             proc.wait(timeout=20)
+        redis.stop()
     print(f"concurrency {args.concurrency}, {args.requests} deliveries x {args.rounds} rounds")
     results = {name: summary(name, runs[name]) for name in names}
     bare = results["bare"]

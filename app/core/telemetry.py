@@ -8,11 +8,14 @@ without a Redis URL at all they stay in this process.
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
+import os
 import threading
 import time
-from collections.abc import Iterator, Mapping
+import weakref
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import redis
@@ -45,7 +48,10 @@ METRICS: dict[str, tuple[str, str, tuple[str, ...]]] = {
 class Telemetry:
     """Writes metrics to Redis. A process's composition root builds one and passes it down."""
 
-    def __init__(self, url: str | None) -> None:
+    def __init__(self, url: str | None, flush_every: float | None = None) -> None:
+        """`flush_every`: seconds to gather writes in this process before they go to Redis
+        in one round trip (the web's intake: one per delivery was a round trip on the
+        request's thread); None writes each at once."""
         self.client = (
             redis.Redis.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5)
             if url
@@ -54,9 +60,14 @@ class Telemetry:
         self._down_until = 0.0
         self.local: dict[str, dict[str, float]] = {}  # without Redis: this process only
         self._local_lock = threading.Lock()
+        self._flush_every = flush_every
+        self._gathered: dict[tuple[str, str, str], float] = {}  # (op, key, field) -> amount
+        self._flusher_pid = 0  # the process whose flusher thread runs (a fork has none)
 
     def read(self, key: str) -> dict[str, float]:
-        """One metric's hash: label fields to values."""
+        """One metric's hash: label fields to values (this process's gathered writes
+        included; another process's reach Redis within `flush_every`)."""
+        self.flush()
         if self.client is None:
             with self._local_lock:
                 return dict(self.local.get(key, {}))
@@ -72,6 +83,32 @@ class Telemetry:
             return
         if time.monotonic() < self._down_until:
             return
+        if self._flush_every is not None:
+            with self._local_lock:
+                for op, key, field, amount in commands:
+                    at = (op, key, field)
+                    kept = self._gathered.get(at, 0.0) if op == "incr" else 0.0
+                    self._gathered[at] = kept + amount
+                if self._flusher_pid != os.getpid():
+                    self._flusher_pid = os.getpid()
+                    me = weakref.ref(self)  # the thread and the exit end once it is gone
+                    every = self._flush_every
+                    threading.Thread(target=_flushes, args=(me, every), daemon=True).start()
+                    atexit.register(_flush, me)
+            return
+        self._send(commands)
+
+    def flush(self) -> None:
+        """Send the writes gathered so far (see `flush_every`)."""
+        if self._flush_every is None:
+            return
+        with self._local_lock:
+            gathered, self._gathered = self._gathered, {}
+        if gathered:
+            self._send([(op, key, field, amount) for (op, key, field), amount in gathered.items()])
+
+    def _send(self, commands: Sequence[tuple[str, str, str, float]]) -> None:
+        assert self.client is not None
         try:
             pipe = self.client.pipeline(transaction=False)
             for op, key, field, amount in commands:
@@ -101,6 +138,22 @@ class Telemetry:
             ("incr", PREFIX + name + ":sum", field, value),
             ("incr", PREFIX + name + ":bucket", json.dumps([field, bucket]), 1),
         )
+
+
+def _flush(ref: weakref.ref[Telemetry]) -> bool:
+    """Flush the Telemetry `ref` names; False once it is gone."""
+    telemetry = ref()
+    if telemetry is None:
+        return False
+    telemetry.flush()
+    return True
+
+
+def _flushes(ref: weakref.ref[Telemetry], every: float) -> None:
+    while True:
+        time.sleep(every)
+        if not _flush(ref):
+            return
 
 
 def _labels(field: str, names: tuple[str, ...]) -> list[str]:

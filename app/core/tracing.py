@@ -24,6 +24,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from opentelemetry.util.types import AttributeValue
 
 if TYPE_CHECKING:
+    from _typeshed.wsgi import WSGIApplication
     from celery import Celery
     from flask import Flask
     from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
@@ -39,6 +40,7 @@ HEADER_CAPTURE_PREFIX = "OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_"
 # job page's event stream (a response that lasts as long as someone watches).
 WEB_EXCLUDED_URLS = "/oauth/,/setup,/jobs/[0-9]+/events"
 _PROPAGATOR = TraceContextTextMapPropagator()
+WsgiWrapper = Callable[["WSGIApplication"], "WSGIApplication"]
 
 
 class TracingConfigError(ValueError):
@@ -233,6 +235,16 @@ class Tracing:
         )
         self._undo.append(lambda: FlaskInstrumentor.uninstrument_app(app))
         self.instrument_engine(engine)
+
+    def wsgi_middleware(self) -> WsgiWrapper | None:
+        """What wraps a WSGI app outside Flask's (app.web.webhooks.Intake) in server spans
+        named as Flask's are (`POST /webhooks/github`); None while traces are off."""
+        if self.provider is None:
+            return None
+        from opentelemetry.instrumentation.wsgi import OpenTelemetryMiddleware
+
+        provider = self.provider
+        return lambda app: OpenTelemetryMiddleware(app, tracer_provider=provider)
 
     def instrument_worker(self, engine: Engine) -> None:
         """Spans for Celery's publish and run (with the context in the message's headers),

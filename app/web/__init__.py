@@ -24,27 +24,35 @@ def create_app(
     kinds: Kinds = KINDS,
     setup_code: str | None = None,
     tracing: Tracing | None = None,
+    metrics_flush_every: float | None = None,
 ) -> Flask:
     """Build the web app for `settings`; pass `db` to share an engine (tests), `kinds` for
     another table of job kinds (app.core.kinds.KINDS by default), `setup_code` for the code
     /setup asks for (printed on the console by whoever starts the server; a new one if None),
-    `tracing` for traces of its own (tests); by default as the OTEL_* variables say."""
+    `tracing` for traces of its own (tests); by default as the OTEL_* variables say;
+    `metrics_flush_every` for metrics gathered that many seconds before they go to Redis
+    (`onloop web`: one round trip a second, not one per delivery; None: each at once)."""
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     database = db or Database(settings.database_url)
     traces = tracing if tracing is not None else Tracing.from_env("onloop-web")
     traces.instrument_web(app, database.engine)
-    app.extensions[EXTENSION] = Onloop(
+    state = Onloop(
         settings=settings,
         db=database,
-        metrics=Metrics(database, Telemetry(settings.redis_url), settings, sandboxed(kinds)),
+        metrics=Metrics(
+            database,
+            Telemetry(settings.redis_url, flush_every=metrics_flush_every),
+            settings,
+            sandboxed(kinds),
+        ),
         log=get_logger("onloop.web"),
         kinds=kinds,
         tracer=traces.tracer("onloop.web"),
         bell=OutboxBell(settings.redis_url),
     )
+    app.extensions[EXTENSION] = state
 
-    app.register_blueprint(webhooks.bp)
     app.register_blueprint(health.bp)
     app.register_blueprint(oauth.bp)
     pages.init_app(app)  # /jobs/<id> behind a GitHub sign-in
@@ -56,4 +64,6 @@ def create_app(
         response.status_code = exc.code or 500
         return response
 
+    # POST /webhooks/github skips Flask (see app.web.webhooks); all else goes on to it.
+    app.wsgi_app = webhooks.Intake(state, app.wsgi_app, traces.wsgi_middleware())  # type: ignore[method-assign]
     return app

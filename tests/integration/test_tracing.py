@@ -338,8 +338,9 @@ loaded = sorted(m for m in sys.modules if m.startswith(("opentelemetry.sdk.trace
                 "opentelemetry.instrumentation", "opentelemetry.span_exporter")))
 print("provider", type(trace.get_tracer_provider()).__name__)
 print("loaded", loaded)
+intake = app.wsgi_app  # POST /webhooks/github's own WSGI app, Flask's behind it
 print("wrapped", hasattr(requests.Session.send, "__wrapped__"),
-      hasattr(app.wsgi_app, "__wrapped__") or type(app.wsgi_app).__name__ != "method")
+      type(intake.rest).__name__ != "method" or intake.handler != intake.serve)
 print("tracers", app.extensions["onloop"].tracer, worker.jobs.tracer)
 """
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}

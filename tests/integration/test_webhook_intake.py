@@ -85,6 +85,36 @@ def test_json_nested_past_the_recursion_limit_is_400(client: Any, db: Database) 
     assert counts(db) == EMPTY
 
 
+def test_json_that_only_python_json_reads_is_read_as_before(client: Any, db: Database) -> None:
+    """msgspec parses deliveries first; what it refuses and json reads (a lone surrogate
+    escape) is read by json, so the answer names the field, as it did before msgspec."""
+    data = fix_label_payload()
+    data["issue"]["title"] = "\ud800 half a pair"
+    body = json.dumps(data).encode()
+    assert b"\\ud800" in body  # escaped, as GitHub's JSON would carry it
+    response = post(client, body, signed_headers(body, "issues"))
+    assert response.status_code == 400
+    assert response.get_json() == {
+        "error": "malformed payload: issue.title: contains a NUL character or an unpaired surrogate"
+    }
+    assert counts(db)["jobs"] == 0
+
+
+@pytest.mark.parametrize("method", ["GET", "PUT", "DELETE"])
+def test_only_post_is_answered_on_the_webhook_path(client: Any, db: Database, method: str) -> None:
+    response = client.open("/webhooks/github", method=method)
+    assert response.status_code == 405
+    assert response.headers["Allow"] == "POST"
+    assert response.get_json() == {"error": "only POST is allowed here"}
+    assert counts(db) == EMPTY
+
+
+def test_other_paths_still_reach_flask(client: Any) -> None:
+    assert client.get("/healthz").status_code == 200
+    assert client.get("/webhooks/github/").status_code == 404  # Flask's 404, as JSON
+    assert client.get("/no/such/page").get_json() is not None
+
+
 def test_wrong_typed_fields_are_ignored_not_a_server_error(client: Any, db: Database) -> None:
     data = fix_label_payload()
     data["installation"] = "42"
