@@ -12,16 +12,22 @@ from typing import Protocol
 
 import msgspec
 
-from app.intake.payloads import Payload, User, checked_payload
+from app.intake.payloads import Payload, User, checked_payload, nullable
 
-_JSON = msgspec.json.Decoder()
+# The fields onloop reads (app.intake.payloads), each maybe null, the rest skipped unread.
+_FIELDS = msgspec.json.Decoder(nullable(Payload))
+_ANY = msgspec.json.Decoder()
 
 
 def _parse(body: bytes) -> object:
-    """The body as JSON: msgspec's decoder, twice json's speed on a delivery; what it refuses
-    and json takes (a lone surrogate escape, `NaN`, a byte order mark) goes to json."""
+    """The body as JSON: only the fields onloop reads when their types fit (4-6 times faster
+    than `json` on a delivery); the whole body when one does not (its readers then leave
+    that field out and name it); and by `json` what msgspec refuses and json takes (a lone
+    surrogate escape, `NaN`, a byte order mark)."""
     try:
-        return _JSON.decode(body)
+        return _FIELDS.decode(body)
+    except msgspec.ValidationError:  # valid JSON, some field of another type
+        return _ANY.decode(body)
     except msgspec.DecodeError:
         return json.loads(body)
 
@@ -68,7 +74,8 @@ class Headers(Protocol):
 class Event:
     """One verified delivery: event name, X-GitHub-Delivery GUID and the parsed body.
 
-    `data` is the body as sent; read it through `payload`, whose fields have the types
+    `data` is the body as parsed (from HTTP: only the fields `Payload` names, unless one
+    has another type); read it through `payload`, whose fields have the types
     `app.intake.payloads` gives them (a field of another type reads as absent, and is one
     of the `problems`)."""
 

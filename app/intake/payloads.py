@@ -8,7 +8,17 @@ https://docs.github.com/en/webhooks/webhook-events-and-payloads
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Annotated, TypedDict, cast, get_args, get_origin, get_type_hints, is_typeddict
+from typing import (
+    Annotated,
+    Any,
+    Optional,
+    TypedDict,
+    cast,
+    get_args,
+    get_origin,
+    get_type_hints,
+    is_typeddict,
+)
 
 from annotated_types import Interval, MaxLen
 
@@ -280,6 +290,26 @@ def _object_reader(hints: Mapping[str, object]) -> Reader:
 
 
 _read_payload = reader(Payload)  # built once, at import
+
+
+def nullable(hint: object) -> object:
+    """`hint` as msgspec decodes it: every field `T | None`, bounds left to the readers, and
+    an object's other fields skipped. A body that fits it (nearly every one GitHub sends)
+    is decoded into the fields onloop reads alone; one that does not is read field by field
+    (a wrong type read as absent, and named)."""
+    if get_origin(hint) is Annotated:
+        return nullable(get_args(hint)[0])
+    if hint in (int, str, bool):
+        return Optional[hint]  # noqa: UP045 - a type made at run time
+    if get_origin(hint) is list:
+        (item,) = get_args(hint)
+        return Optional[list[nullable(item)]]  # type: ignore[misc]  # noqa: UP045
+    if is_typeddict(hint):
+        hints = get_type_hints(cast(type, hint), include_extras=True)
+        fields = {key: nullable(each) for key, each in hints.items()}
+        made: Any = TypedDict  # the functional form, with names known only at run time
+        return Optional[made(cast(type, hint).__name__, fields, total=False)]  # noqa: UP045
+    raise TypeError(f"no nullable form of {hint!r}")
 
 
 def read_payload(data: Mapping[str, object]) -> Payload:
