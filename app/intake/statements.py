@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from app.store.fastsql import Read
 from app.store.models import LIVE_STATES
 
 # Hand-written SQL for the hot path (see app.store.fastsql.Sql): `%s` a value, `%j` JSON text.
 # What deciding reads, in one round trip: the repository's cached config text, and whether
 # its installation is suspended or deleted (NULL for an installation onloop has no row of).
-LOOKUP = (
+# A burst of deliveries for one repository asks it once per batch.
+LOOKUP = Read(
     "SELECT (SELECT text FROM repo_configs WHERE repo = %s),"
     " (SELECT suspended FROM installations WHERE id = %s),"
     " (SELECT deleted_at FROM installations WHERE id = %s)"

@@ -17,6 +17,14 @@ Steps = Generator[Step, Sequence[Row], T]
 Work = Callable[[], Steps[T]]
 
 
+class Read(str):
+    """A statement that only reads: a batch of the group commit asks it once for each
+    distinct set of parameters, and every request that asked gets those rows
+    (app.store.groupcommit)."""
+
+    __slots__ = ()
+
+
 class Sql:
     """Dialect details for hand-written SQL that the ORM must read back unchanged.
 
@@ -29,9 +37,10 @@ class Sql:
 
     @cache  # noqa: B019 - one Sql per dialect, statements are module constants
     def __call__(self, statement: str) -> str:
+        made = type(statement)  # a Read stays one
         if self.sqlite:
-            return statement.replace("%j", "?").replace("%s", "?")
-        return statement.replace("%j", "%s::json")
+            return made(statement.replace("%j", "?").replace("%s", "?"))
+        return made(statement.replace("%j", "%s::json"))
 
     def ts(self, value: datetime | None) -> Any:
         """A UTC datetime as SQLAlchemy stores it: naive text on SQLite."""

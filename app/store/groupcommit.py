@@ -10,7 +10,7 @@ from typing import Any, Generic, TypeVar
 
 from sqlalchemy import Engine
 
-from app.store.fastsql import Row, Step, Work
+from app.store.fastsql import Read, Row, Step, Work
 
 T = TypeVar("T")
 
@@ -48,7 +48,9 @@ class GroupCommit:
 
     A request's writes are a generator of statements (`app.store.fastsql.Steps`), so a
     batch runs in rounds: the first statement of every request, then the next of every
-    one, and so on. On PostgreSQL a round's requests asking the same statement share one
+    one, and so on. A `Read` statement is asked once for each distinct set of parameters in
+    a round (a burst for one repository reads its config once). On PostgreSQL a round's
+    requests asking the same statement share one
     `executemany` in pipeline mode
     (https://www.psycopg.org/psycopg3/docs/advanced/pipeline.html): one round trip for the
     whole batch, not one for each request's every statement.
@@ -211,13 +213,19 @@ class GroupCommit:
                 groups.setdefault(statement, []).append((i, parameters))
             asked = []
             for statement, group in groups.items():
-                answers = self._execute(cursor, statement, [p for _, p in group])
+                if isinstance(statement, Read):  # once for each distinct set of parameters
+                    distinct = list(dict.fromkeys(tuple(p) for _, p in group))
+                    rows_of = self._execute(cursor, statement, distinct)
+                    found = dict(zip(distinct, rows_of, strict=True))
+                    answers = [found[tuple(p)] for _, p in group]
+                else:
+                    answers = self._execute(cursor, statement, [p for _, p in group])
                 for (i, _), rows in zip(group, answers, strict=True):
                     advance(i, rows)
         return results
 
     def _execute(
-        self, cursor: Any, statement: str, parameters: list[Sequence[object]]
+        self, cursor: Any, statement: str, parameters: Sequence[Sequence[object]]
     ) -> list[Sequence[Row]]:
         """`statement` once per parameter set; the rows of each (none without RETURNING)."""
         if self._sqlite or len(parameters) == 1:

@@ -4,13 +4,14 @@ other), its rounds, and its hook after a commit."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from app.store.db import POSTGRES_COMMIT_LANES, Database
-from app.store.fastsql import Steps
+from app.store.fastsql import Read, Steps
 
 
 def test_a_second_request_commits_while_the_first_batch_waits(db: Database) -> None:
@@ -48,3 +49,38 @@ def test_every_request_of_many_commits_once_across_lanes(db: Database) -> None:
     with ThreadPoolExecutor(16) as pool:
         results = list(pool.map(lambda i: db.group_commit.run(work(i)), range(200)))
     assert results == list(range(200))
+
+
+def test_a_read_is_asked_once_for_each_distinct_parameters_in_a_batch(db: Database) -> None:
+    """Six requests in one batch ask a `Read` with three distinct parameters: three asks,
+    each request answered with its parameters' rows (`random()` tells the asks apart)."""
+    lanes = 1 if db.sql.sqlite else POSTGRES_COMMIT_LANES
+    holding, release = threading.Semaphore(0), threading.Event()
+
+    def hold() -> Steps[None]:  # keeps its lane until released, so the asks queue up
+        yield "SELECT 1", ()
+        holding.release()
+        release.wait(timeout=20)
+
+    def ask(value: str) -> Callable[[], Steps[tuple[str, object]]]:
+        def run() -> Steps[tuple[str, object]]:
+            rows = yield db.sql(Read("SELECT %s, random()")), (value,)
+            return str(rows[0][0]), rows[0][1]
+
+        return run
+
+    values = ["a", "a", "b", "a", "b", "c"]
+    with ThreadPoolExecutor(lanes + len(values)) as pool:
+        held = [pool.submit(db.group_commit.run, hold) for _ in range(lanes)]
+        for _ in range(lanes):
+            assert holding.acquire(timeout=20)
+        asked = [pool.submit(db.group_commit.run, ask(v)) for v in values]
+        time.sleep(1)  # every ask is queued behind the held lanes: one batch when released
+        release.set()
+        answers = [f.result(timeout=20) for f in asked]
+        for f in held:
+            f.result(timeout=20)
+    assert [value for value, _ in answers] == values
+    drawn = {value: {r for v, r in answers if v == value} for value in values}
+    assert all(len(each) == 1 for each in drawn.values()), drawn  # asked once per value
+    assert len({r for each in drawn.values() for r in each}) == 3, drawn  # three asks
