@@ -60,7 +60,7 @@ def wait_for(port: int, proc: subprocess.Popen[bytes]) -> None:
     raise SystemExit("server did not start")
 
 
-def bodies(n: int) -> list[bytes]:
+def bodies(n: int, repositories: int = 1) -> list[bytes]:
     base = json.loads(FIXTURE.read_text())
     base["issue"]["pull_request"] = {"url": "https://api.github.com/repos/x/y/pulls/1"}
     base["installation"] = {"id": 1}
@@ -70,8 +70,10 @@ def bodies(n: int) -> list[bytes]:
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     base["comment"]["created_at"] = base["comment"]["updated_at"] = now
     first = 10_000 + uuid.uuid4().int % 10**12  # new in every run: a database may be reused
+    name = base["repository"]["full_name"]
     for i in range(n):  # a new comment each: every delivery creates its job
         base["comment"]["id"] = first + i
+        base["repository"]["full_name"] = f"{name}{i % repositories}" if repositories > 1 else name
         out.append(json.dumps(base).encode())
     return out
 
@@ -176,6 +178,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (medians)")
     parser.add_argument("--workers", type=int, default=None, help="ONLOOP_WEB_WORKERS, both")
     parser.add_argument("--threads", type=int, default=None, help="ONLOOP_WEB_THREADS, both")
+    parser.add_argument(
+        "--repositories",
+        type=int,
+        default=1,
+        help="deliveries spread over this many repositories (1: one busy repository)",
+    )
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="onloop-bench-"))
     redis = RedisServer(tmp).start()
@@ -213,7 +221,7 @@ def main() -> None:
             stderr=subprocess.DEVNULL,
         )
     n = args.requests
-    payloads = bodies(200 + n * args.rounds)
+    payloads = bodies(200 + n * args.rounds, args.repositories)
     warm, rounds = (
         payloads[:200],
         [payloads[200 + r * n : 200 + (r + 1) * n] for r in range(args.rounds)],
@@ -240,7 +248,10 @@ def main() -> None:
         for proc in procs.values():
             proc.wait(timeout=20)
         redis.stop()
-    print(f"concurrency {args.concurrency}, {args.requests} deliveries x {args.rounds} rounds")
+    print(
+        f"concurrency {args.concurrency}, {args.requests} deliveries x {args.rounds} rounds,"
+        f" over {args.repositories} repositor{'y' if args.repositories == 1 else 'ies'}"
+    )
     results = {name: summary(name, runs[name]) for name in names}
     bare = results["bare"]
     for db in databases:
