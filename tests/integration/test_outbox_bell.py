@@ -4,13 +4,14 @@ not at its next poll; without the ring (Redis gone) the poll still finds it."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
 
-from app.core.outbox_bell import CHANNEL, BellListener, OutboxBell
+from app.core.outbox_bell import CHANNEL, SPACING, BellListener, OutboxBell
 from app.core.settings import Settings
 from app.store.db import Database
 from app.web import create_app
@@ -92,4 +93,27 @@ def test_rings_of_one_burst_share_a_publish(server: RedisServer) -> None:
     wait_until(lambda: bell.rung >= 1, 10, "a publish")
     assert ear.wait(10, stop)
     assert 1 <= bell.rung < 200
+    ear.close()
+
+
+def test_a_steady_stream_of_rings_is_published_at_most_every_spacing(
+    server: RedisServer,
+) -> None:
+    """Rings every millisecond for a fifth of a second (a web process at 1,000 commits a
+    second): PUBLISHes at most SPACING apart, not one a ring; the listener still hears."""
+    bell, ear = OutboxBell(server.url), BellListener(server.url)
+    stop = threading.Event()
+    assert not ear.wait(0.01, stop)  # subscribes
+    began = time.monotonic()
+    rings = 0
+    while time.monotonic() - began < 0.2:
+        bell.ring()
+        rings += 1
+        time.sleep(0.001)
+    took = time.monotonic() - began
+    assert ear.wait(10, stop)
+    wait_until(lambda: bell.rung >= 1, 10, "a publish")
+    time.sleep(2 * SPACING)  # the last ring's PUBLISH
+    assert bell.rung <= took / SPACING + 2, (bell.rung, rings, took)
+    assert rings > 3 * bell.rung, (bell.rung, rings)
     ear.close()
