@@ -24,6 +24,13 @@ def family(key: str) -> str | None:
     return f"<!-- onloop:job-{m.group(1)}-" if m else None
 
 
+def thread(repo: Repository, number: int) -> Issue:
+    """Issue or pull request `number` of `repo`, to comment on: lazy, so no GET of the issue
+    that only its URL is needed from (PyGithub's `get_issue` reads it at once; an attribute
+    read here still does)."""
+    return Issue(repo.requester.withLazy(True), url=f"{repo.url}/issues/{number}")
+
+
 def upsert_comment(issue: Issue, key: str, body: str, author: str | None) -> IssueComment:
     """Edit the comment carrying `key`'s marker, or its family's (written by `author`), or
     create it."""

@@ -13,7 +13,7 @@ from github.Repository import Repository
 
 from app.core.kinds import Kind
 from app.core.markdown import inline_code
-from app.github.comments import upsert_comment
+from app.github.comments import thread, upsert_comment
 from tasks.agent import AgentTask, Quoted
 from tasks.blueprints import Step, run_steps
 from tasks.blueprints.budget import stop_at_budget
@@ -198,7 +198,7 @@ def _report(state: FixCI) -> str | None:
         as_person(
             work,
             lambda: upsert_comment(
-                work.user_repo.get_issue(number), f"job-{work.ctx.job.id}", said, work.login
+                thread(work.user_repo, number), f"job-{work.ctx.job.id}", said, work.login
             ),
         )
     return state.outcome  # anything else is said in the job's status comment
@@ -222,7 +222,7 @@ def _say_stopped(ctx: JobContext, repo: Repository, attempts: int) -> None:
     )
     key, bot = f"fix-ci-stopped-{ctx.job.number}", ctx.settings.bot_login
     try:
-        upsert_comment(repo.get_issue(ctx.job.number), key, body, bot)
+        upsert_comment(thread(repo, ctx.job.number), key, body, bot)
     except GithubException:  # said next time; the job's record says it stopped
         log.warning("could not say that CI fixes stopped on job %s", ctx.job.id, exc_info=True)
 

@@ -11,7 +11,7 @@ from github.PullRequest import PullRequest
 from sqlalchemy import update
 
 from app.core.markdown import fenced, inline_code
-from app.github.comments import details, upsert_comment
+from app.github.comments import details, thread, upsert_comment
 from app.store.models import Job
 from tasks.blueprints import Step, run_steps
 from tasks.blueprints.change import configured_agent
@@ -219,7 +219,7 @@ def _report(state: Rebase) -> str | None:
     as_person(
         work,
         lambda: upsert_comment(
-            work.user_repo.get_issue(state.pull.number),
+            thread(work.user_repo, state.pull.number),
             f"job-{work.ctx.job.id}",
             body,
             work.login,

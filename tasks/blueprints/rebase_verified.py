@@ -12,7 +12,7 @@ from github.PullRequest import PullRequest
 from sqlalchemy import update
 
 from app.core.markdown import inline_code
-from app.github.comments import upsert_comment
+from app.github.comments import thread, upsert_comment
 from app.policy.repo_config import RebaseMode
 from app.store import audit
 from app.store.models import Job
@@ -131,7 +131,7 @@ def _report(work: Work, pr: PullRequest, pull: PullRef, result: dict[str, Any], 
     as_person(
         work,
         lambda: upsert_comment(
-            work.user_repo.get_issue(pull.number), f"job-{work.ctx.job.id}", body, work.login
+            thread(work.user_repo, pull.number), f"job-{work.ctx.job.id}", body, work.login
         ),
     )
 

@@ -10,7 +10,7 @@ from sqlalchemy import select
 
 from app.core.kinds import command_of, sandboxed
 from app.core.markdown import inline_code, plain
-from app.github.comments import upsert_comment
+from app.github.comments import thread, upsert_comment
 from app.intake.commands import CommandParams
 from app.policy.repo_config import ALLOWED_COMMANDS
 from app.store.cancel import cancel_live
@@ -39,7 +39,7 @@ def repository(ctx: JobContext) -> Repository:
 def reply(ctx: JobContext, repo: Repository, body: str) -> int:
     """Post (or edit, when the job runs again) this job's one reply comment."""
     assert ctx.job.number is not None
-    issue = repo.get_issue(ctx.job.number)
+    issue = thread(repo, ctx.job.number)
     ctx.before_write()
     comment = upsert_comment(issue, f"job-{ctx.job.id}", body, ctx.settings.bot_login)
     return int(comment.id)

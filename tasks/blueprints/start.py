@@ -10,7 +10,7 @@ from sqlalchemy import update
 import app.github.clients as gh
 from app.core.kinds import Kind
 from app.core.markdown import inline_code
-from app.github.comments import upsert_comment
+from app.github.comments import thread, upsert_comment
 from app.policy import governance
 from app.policy.org_config import raised_budgets
 from app.policy.repo_config import ConfigError
@@ -86,7 +86,7 @@ def report_config_problems(ctx: JobContext, repo: Repository, loaded: LoadedConf
     job's status so that it is not edited away."""
     text = config_problems(loaded)
     if text and ctx.job.number is not None:
-        issue = repo.get_issue(ctx.job.number)
+        issue = thread(repo, ctx.job.number)
         upsert_comment(issue, CONFIG_COMMENT, text, ctx.settings.bot_login)
 
 

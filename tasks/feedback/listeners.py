@@ -17,7 +17,7 @@ from github.Repository import Repository
 from sqlalchemy import select, update
 
 from app.core.kinds import sandboxed
-from app.github.comments import family, marker
+from app.github.comments import family, marker, thread
 from app.store.models import Job, JobState
 from tasks.feedback import progress
 from tasks.feedback.access import Access, acknowledge
@@ -81,7 +81,7 @@ class StatusComment:
         if self.ctx.job.number is None:
             return None
         bot = self.ctx.settings.bot_login
-        issue = self.access.repo().get_issue(self.ctx.job.number)
+        issue = thread(self.access.repo(), self.ctx.job.number)
         for comment in issue.get_comments():
             body = comment.body or ""
             if comment.user.login == bot and (
@@ -99,7 +99,7 @@ class StatusComment:
             if self.comment is None:
                 if self.attach:
                     return
-                issue = self.access.repo().get_issue(self.ctx.job.number)
+                issue = thread(self.access.repo(), self.ctx.job.number)
                 self.comment = issue.create_comment(text)
                 self._keep_url()
                 return

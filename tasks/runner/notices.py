@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from github.Repository import Repository
 
-from app.github.comments import upsert_comment
+from app.github.comments import thread, upsert_comment
 from tasks.runner.context import JobContext
 
 
@@ -14,7 +14,7 @@ def notice(ctx: JobContext, repo: Repository, key: str, body: str) -> int | None
     if ctx.job.number is None:
         return None
     ctx.settle_feedback()  # a status comment being made meanwhile would be a second comment
-    issue = repo.get_issue(ctx.job.number)
+    issue = thread(repo, ctx.job.number)
     comment = upsert_comment(issue, f"job-{ctx.job.id}-{key}", body, ctx.settings.bot_login)
     return int(comment.id)
 
