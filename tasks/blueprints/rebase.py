@@ -257,8 +257,11 @@ def run_rebase(ctx: JobContext) -> dict[str, Any]:
     work = begin(ctx, "rebase")
     assert ctx.job.number is not None
     pr = work.repo.get_pull(ctx.job.number)
+    pull = PullRef.of(pr, work.repo)
+    if pull.can_push_to_head:  # where the head may be force-pushed: read beside the base
+        work.targets.prefetch(pull.head_ref, pull.head_repo)
     base_sha = work.repo.get_branch(pr.base.ref).commit.sha
-    state = Rebase(work, pr, PullRef.of(pr, work.repo), base_sha=base_sha)
+    state = Rebase(work, pr, pull, base_sha=base_sha)
     head = _refuse_unpushable_head(state)
     if (merged := rebase_on_verified(work, pr, state.pull, base_sha, head)) is not None:
         return merged  # a head that takes only verified commits: refused, or a merge
