@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import sqlalchemy.exc
 import structlog
+from werkzeug.datastructures import EnvironHeaders
 from werkzeug.exceptions import ClientDisconnected, HTTPException, RequestEntityTooLarge
 from werkzeug.wsgi import get_content_length, get_input_stream
 
@@ -100,22 +101,8 @@ def _count_closed_pull(state: Onloop, event: Event) -> None:
         state.metrics.writer.inc("pull_requests_closed", outcome=outcome)
 
 
-class _Headers:
-    """A request's headers as the WSGI environ holds them (`X-GitHub-Event` is
-    `HTTP_X_GITHUB_EVENT`): what `Event.from_http` reads."""
-
-    __slots__ = ("_environ",)
-
-    def __init__(self, environ: WSGIEnvironment) -> None:
-        self._environ = environ
-
-    def get(self, key: str, /) -> str | None:
-        value = self._environ.get("HTTP_" + key.upper().replace("-", "_"))
-        return value if isinstance(value, str) else None
-
-
 class Intake:
-    """The WSGI app: POST /webhooks/github here (through `handler`, which may wrap `github`
+    """The WSGI app: POST /webhooks/github here (through `handler`: `serve`, maybe wrapped
     in a traces middleware), anything else to `rest` (Flask's app)."""
 
     def __init__(
@@ -164,7 +151,7 @@ def github(state: Onloop, environ: WSGIEnvironment) -> Response:
     secret = state.settings.webhook_secret
     try:
         event = Event.from_http(
-            _Headers(environ), body, secret=secret.get_secret_value() if secret else ""
+            EnvironHeaders(environ), body, secret=secret.get_secret_value() if secret else ""
         )
     except BadRequest as exc:
         state.metrics.delivery("unknown", f"rejected_{exc.status}")

@@ -130,7 +130,7 @@ def _pr_jobs(ctx: JobContext, live_only: bool) -> list[Job]:
 def _status_links(repo: Repository, number: int, bot: str | None) -> dict[int, str]:
     """Job id → its status comment's URL, from one look at the PR's comments."""
     found: dict[int, str] = {}
-    for comment in repo.get_issue(number).get_comments():
+    for comment in thread(repo, number).get_comments():
         m = STATUS_MARKER.search(comment.body or "")
         if m and (bot is None or comment.user.login == bot):
             found[int(m.group(1))] = comment.html_url

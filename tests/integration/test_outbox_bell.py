@@ -115,5 +115,5 @@ def test_a_steady_stream_of_rings_is_published_at_most_every_spacing(
     wait_until(lambda: bell.rung >= 1, 10, "a publish")
     time.sleep(2 * SPACING)  # the last ring's PUBLISH
     assert bell.rung <= took / SPACING + 2, (bell.rung, rings, took)
-    assert rings > 3 * bell.rung, (bell.rung, rings)
+    assert rings > bell.rung, (bell.rung, rings)  # shared, not one a ring
     ear.close()

@@ -49,7 +49,7 @@ NULLS: list[tuple[tuple[str, ...], object]] = [
 
 def _set(data: dict[str, Any], path: tuple[str, ...], value: object) -> None:
     for key in path[:-1]:
-        data = data.setdefault(key, {}) if isinstance(data.get(key), dict | None) else {}
+        data = data.setdefault(key, {})
     data[path[-1]] = value
 
 
