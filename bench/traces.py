@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sqlalchemy import select
 
+from app.core.settings import Settings
 from app.store.models import Job
 from bench.e2e import KINDS, Bench, bench_world
 from bench.e2e_floor import Floor
@@ -176,9 +177,14 @@ def main() -> None:
     os.environ.update(OTEL_EXPORTER_OTLP_ENDPOINT=collector.url, OTEL_BSP_SCHEDULE_DELAY="100")
     root = Path(tempfile.mkdtemp(prefix="onloop-traces-", dir="/var/tmp"))
     try:
-        with bench_world(root, None, 4, 0) as world:
+        # The warm pool as `onloop worker` keeps it by default: a trace shows what a job costs
+        # in production, not a container's start (ONLOOP_SANDBOX_POOL_SIZE).
+        pool = Settings.model_fields["sandbox_pool_size"].default
+        with bench_world(root, None, 4, pool) as world:
             bench = Bench(world, NoFloor(world.double, root))
             wait_until(lambda: "ready." in world.worker.output(), 120, "the worker")
+            if pool:
+                wait_until(lambda: world.containers(), 120, "the warm pool's sandbox")
             for kind in args.kinds.split(","):
                 getattr(bench, kind)()  # a warm-up: the mirror, the image
                 times: Counter[str] = Counter()

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.doubles.http_handler import NoDelayHandler
+
 
 @dataclass
 class Call:
@@ -135,7 +137,7 @@ class ChatDouble:
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         double = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(NoDelayHandler):
             def log_message(self, *args: Any) -> None:
                 pass
 

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import IO
 from urllib.parse import urlsplit
 
+from tests.doubles.http_handler import NoDelayHandler
+
 
 class GitServer:
     """Serves bare repositories under `root` at http://127.0.0.1:PORT/<name>.git.
@@ -27,7 +29,7 @@ class GitServer:
         self.backend = _http_backend()
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(NoDelayHandler):
             def log_message(self, format: str, *args: object) -> None:
                 pass
 

@@ -6,13 +6,15 @@ from __future__ import annotations
 import gzip
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
+
+from tests.doubles.http_handler import NoDelayHandler
 
 
 @dataclass
@@ -41,7 +43,7 @@ class OtlpCollector:
         self.lock = threading.Lock()
         collector = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(NoDelayHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 if self.headers.get("Content-Encoding") == "gzip":

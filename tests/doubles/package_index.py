@@ -14,6 +14,8 @@ import zipfile
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.doubles.http_handler import NoDelayHandler
+
 
 def make_wheel(name: str, version: str = "1.0", module: str = "", padding: int = 0) -> bytes:
     """A pure-Python wheel installing module `<name with _>` (with `padding` bytes of
@@ -65,7 +67,7 @@ class PackageIndex:
         self.methods: list[tuple[str, str, str]] = []  # (method, path, Authorization header)
         index = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(NoDelayHandler):
             protocol_version = "HTTP/1.1"
 
             def log_message(self, format: str, *args: object) -> None:

@@ -6,7 +6,7 @@ import json
 import sys
 import traceback
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Literal
 
 from tests.doubles.github import git_http
@@ -22,6 +22,7 @@ from tests.doubles.github.api import (
 from tests.doubles.github.auth import identify
 from tests.doubles.github.model import ANONYMOUS, Call, Identity
 from tests.doubles.github.routes import ROUTES, WEB_ROUTES
+from tests.doubles.http_handler import NoDelayHandler
 
 if TYPE_CHECKING:
     from tests.doubles.github.state import State
@@ -57,7 +58,7 @@ def _rate_key(ident: Identity) -> tuple[str, int]:
     return "anonymous", 60
 
 
-class DoubleHandler(BaseHTTPRequestHandler):
+class DoubleHandler(NoDelayHandler):
     protocol_version = "HTTP/1.1"
     server: DoubleServer
 
