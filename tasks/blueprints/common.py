@@ -19,6 +19,7 @@ from app.store import audit
 from tasks.blueprints import pushes, refusals
 from tasks.blueprints.budget import check_start
 from tasks.blueprints.heads import setup_failed
+from tasks.blueprints.mirror_fetch import MirrorFetch
 from tasks.blueprints.pulls import PullRef
 from tasks.blueprints.pushes import TRAILER
 from tasks.blueprints.start import act_as, check_policy, effective_config, installation_repo
@@ -66,6 +67,15 @@ class Work:
         return TargetReads(partial(pushes.push_target, self), self.repo.full_name)
 
     @cached_property
+    def mirror(self) -> MirrorFetch:
+        """The mirror fetched early (`mirror.prefetch`) beside the job's GitHub reads; the
+        sandbox waits for that fetch before its own check of the mirror."""
+        cache, name, url = self.place.cache, self.repo.full_name, self.repo.clone_url
+        return MirrorFetch(
+            lambda sha, refs: cache.ensure(name, url, self.install_token, sha=sha, refs=refs)
+        )
+
+    @cached_property
     def repo_client(self) -> Github:
         """onloop's own client for this repository (the job's installation token): GraphQL
         calls made as onloop, such as answering and resolving review threads."""
@@ -104,6 +114,7 @@ class Work:
         An untrusted head's setup gets no network unless the organisation file says
         `sandbox.untrusted_egress: public` (and then no credentials, private index or cache),
         leaves no snapshot, and its output stays on the job's record, off public comments."""
+        self.mirror.wait()
         place, name, conf = self.place, self.repo.full_name, self.config.sandbox
         started = time.monotonic()
         gateway, egress = place.gateway, conf.egress
@@ -152,7 +163,7 @@ class Work:
                     on_start=on_start,
                     trust=trust,
                     scope=scope,
-                    removals=self.ctx.removals,
+                    teardown=self.ctx.teardown,
                 ) as js,
             ):
                 boxes.append(js.sandbox)

@@ -32,6 +32,7 @@ from tasks.blueprints.targets import Target
 from tasks.git.process import GitError
 from tasks.runner.context import JobContext, JobFailed
 from tasks.runner.people import as_person
+from tasks.sandbox.commits import run_then_bundle
 
 
 class RebaseOutcome(StrEnum):
@@ -75,7 +76,8 @@ def _rebase_in_sandbox(state: Rebase) -> str | None:
     ) as js:
         box = js.sandbox
         git = ["git", "-c", "rerere.enabled=true", "-c", "core.editor=true"]
-        done = box.exec([*git, "rebase", "--no-autosquash", state.base_sha], env=env)
+        rebase = [*git, "rebase", "--no-autosquash", state.base_sha]
+        done, bundled = run_then_bundle(box, rebase, state.base_sha, env)
         if not done.ok:
             # NUL-separated: a name may hold spaces or line breaks (and -z leaves it unquoted)
             listed = box.exec(["git", "diff", "--name-only", "--diff-filter=U", "-z"])
@@ -98,7 +100,7 @@ def _rebase_in_sandbox(state: Rebase) -> str | None:
                     why = f" ({state.settled.reason})" if state.settled else ""
                     return "conflicts: " + ", ".join(state.conflicts) + why
         state.conflicts = []
-        state.new_sha = work.collect(box, state.base_sha)
+        state.new_sha = work.collect(box, state.base_sha, bundled=bundled)
         if pull.fork and state.new_sha:  # in case onloop cannot push to the fork
             patch = box.exec(["git", "format-patch", "--stdout", f"{state.base_sha}..HEAD"])
             state.patch = patch.stdout
@@ -258,6 +260,7 @@ def run_rebase(ctx: JobContext) -> dict[str, Any]:
     assert ctx.job.number is not None
     pr = work.repo.get_pull(ctx.job.number)
     pull = PullRef.of(pr, work.repo)
+    work.mirror.prefetch(pull.head_sha, pull.fetch_refs)  # beside the reads that follow
     if pull.can_push_to_head:  # where the head may be force-pushed: read beside the base
         work.targets.prefetch(pull.head_ref, pull.head_repo)
     base_sha = work.repo.get_branch(pr.base.ref).commit.sha

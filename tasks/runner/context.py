@@ -30,6 +30,7 @@ from app.store.models import Job, JobState
 from tasks.runner.feedback_lane import FeedbackLane
 from tasks.runner.quota import Once
 from tasks.runner.steps import StepKind, StepRecord, StepState
+from tasks.sandbox.teardown import Teardown
 from tasks.sandbox.workplace import Workplace
 
 log = logging.getLogger(__name__)
@@ -94,8 +95,9 @@ class JobContext:
     # A run's progress feedback, off the job's thread (tasks.runner.feedback_lane); None:
     # listeners are told inline (outside a run).
     feedback: FeedbackLane | None = None
-    # Sandboxes being removed while the job goes on; joined before it ends (None: inline).
-    removals: list[threading.Thread] | None = None
+    # Sandbox removals and pool refills, held a step while the job pushes; joined before it
+    # ends (None: done inline).
+    teardown: Teardown | None = None
 
     @property
     def workplace(self) -> Workplace:
@@ -222,9 +224,8 @@ class JobContext:
 
     def sandboxes_removed(self, timeout: float = 120.0) -> None:
         """Wait until the sandboxes the job left are removed (before its outcome is final)."""
-        deadline = time.monotonic() + timeout
-        for thread in self.removals or []:
-            thread.join(max(0.0, deadline - time.monotonic()))
+        if self.teardown is not None:
+            self.teardown.finish(timeout)
 
     def _tell_now(self, event: str, *args: Any) -> None:
         for listener in self.listeners:
@@ -256,6 +257,7 @@ class JobContext:
         self._save_steps()
         started = time.monotonic()
         traced: Span | None = None
+        mark = self.teardown.begin() if self.teardown is not None else 0
         try:
             with self._step_span(record) as traced:
                 yield record
@@ -270,6 +272,8 @@ class JobContext:
             record.state = StepState.SUCCEEDED
         finally:
             record.duration = round(time.monotonic() - started, 3)
+            if self.teardown is not None:
+                self.teardown.release(mark)
             if traced is not None and record.started is not None:  # the record's times
                 traced.end(nanos(record.started) + nanos(record.duration))
             self.meter.observe(

@@ -39,6 +39,7 @@ from tasks.runner.outcomes import outcome_of, too_long
 from tasks.runner.people import resume_if_authorized
 from tasks.runner.quota import Once
 from tasks.runner.steps import read_steps
+from tasks.sandbox.teardown import Teardown
 from tasks.sandbox.workplace import Workplace
 
 log = get_logger("onloop.jobs")
@@ -243,7 +244,7 @@ class JobRunner:
             # Without an App nothing can reach GitHub: no status comment or check run to try.
             ctx.listeners = self.listeners(ctx) if self.github.configured else []
             ctx.feedback = FeedbackLane()  # GitHub's progress writes overlap the work
-            ctx.removals = []  # and so do sandbox removals (a push need not wait for them)
+            ctx.teardown = Teardown()  # sandbox removals wait for the push (one step)
             state, result = self._run_in_time(ctx)
             ctx.sandboxes_removed()
             ctx.settle_feedback()  # the status comment's link is in ctx.recorded by now

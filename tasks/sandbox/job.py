@@ -25,6 +25,7 @@ from tasks.sandbox.egress.gateway import EgressGateway, EgressPolicy, Refusal, r
 from tasks.sandbox.pool import PoolSlot, WarmPool
 from tasks.sandbox.reaper import remove_tree
 from tasks.sandbox.snapshots import DEPENDENCY_FILES, SnapshotStore
+from tasks.sandbox.teardown import Teardown
 from tasks.sandbox.trust import HeadTrust
 
 log = logging.getLogger(__name__)
@@ -87,7 +88,7 @@ def job_sandbox(
     on_start: Callable[[Sandbox], object] | None = None,
     trust: HeadTrust = HeadTrust.TRUSTED,
     scope: str = "",
-    removals: list[threading.Thread] | None = None,
+    teardown: Teardown | None = None,
 ) -> Iterator[JobSandbox]:
     """A started sandbox with `rev` of `repo` checked out at /workspace; always removed.
 
@@ -97,9 +98,9 @@ def job_sandbox(
     `gateway` and a non-empty `egress` policy (Docker only), setup reaches the allowed
     registries through the gateway's proxy; everything after it runs with no network.
     Snapshots are keyed by `scope` (the installation) and `trust`; an untrusted head's setup
-    runs on a read-only root and no snapshot is looked up or written for it. With `removals`,
-    the sandbox and its workspace are removed by a thread added there (the job goes on to
-    push meanwhile; its runner joins them before the job ends), else before this returns.
+    runs on a read-only root and no snapshot is looked up or written for it. With `teardown`,
+    the sandbox's removal and the pool's refill are handed to it (the job pushes first; its
+    runner joins them before the job ends), else they are done before this returns.
     """
     limits = limits or Limits()
     cache.ensure(repo, clone_url, token, sha=rev, refs=refs)
@@ -163,13 +164,13 @@ def job_sandbox(
         )
     finally:
         remove = functools.partial(_remove, sandbox, slot, workspace)
-        if removals is None:
+        if teardown is None:
             remove()
         else:
-            removals.append(threading.Thread(target=remove, name="sandbox-removal", daemon=True))
-            removals[-1].start()
-        if pool is not None:
-            pool.after_job(cache, repo, commit, clone_url, run_image)  # for the next job
+            teardown.add("sandbox-removal", remove)
+        if pool is not None:  # for the next job
+            refill = functools.partial(pool.after_job, cache, repo, commit, clone_url, run_image)
+            refill() if teardown is None else teardown.add("pool-refill", refill)
 
 
 def _remove(sandbox: Sandbox | None, slot: PoolSlot | None, workspace: Path) -> None:

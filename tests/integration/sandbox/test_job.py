@@ -4,7 +4,6 @@ and the job's commits brought out through a bundle and pushed with the token."""
 from __future__ import annotations
 
 import os
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +12,14 @@ import pytest
 from tasks.git.process import git
 from tasks.git.repo_cache import RepoCache
 from tasks.sandbox.base import SandboxBackend, SandboxError
-from tasks.sandbox.commits import collect_commits, commit_all, read_workspace_file
+from tasks.sandbox.commits import (
+    collect_commits,
+    commit_all,
+    read_workspace_file,
+    run_then_bundle,
+)
 from tasks.sandbox.job import SetupFailed, job_sandbox
+from tasks.sandbox.teardown import Teardown
 from tests.doubles.git_server import GitServer, make_repo
 from tests.doubles.sandboxes import new_job_id
 
@@ -111,6 +116,49 @@ def test_commits_come_out_through_a_bundle_and_are_pushed(
     (ws / ".onloop-out.bundle").symlink_to("/etc/hostname")
     with pytest.raises(OSError):
         read_workspace_file(ws, ".onloop-out.bundle", tmp_path / "out")
+
+
+def test_a_rebase_and_its_bundle_are_one_command(
+    backend: SandboxBackend, run_image: str, git_server: GitServer, tmp_path: Path, token: str
+) -> None:
+    """`run_then_bundle`: the command, then its commits bundled, in one sandbox command; a
+    failed command bundles nothing, and one that leaves no commit says so."""
+    served = git_server.root / "o" / "r.git"
+    base = make_repo(served, PROJECT)
+    ident = {"GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@b", "GIT_COMMITTER_NAME": "a"}
+    ident["GIT_COMMITTER_EMAIL"] = "a@b"
+    cache, url = RepoCache(tmp_path / "cache"), git_server.url("o/r")
+    kwargs: dict[str, Any] = {"repo": "o/r", "clone_url": url, "image": run_image, "token": token}
+    with job_sandbox(
+        backend, cache, job_id=new_job_id(), rev=base, workspace_root=tmp_path / "j", **kwargs
+    ) as job:
+        sb = job.sandbox
+        script = (
+            "git checkout -qb topic && echo 'VALUE = 2' > demo.py && git commit -qam topic && "
+            "git checkout -q - && echo x > other.py && git add other.py && git commit -qm main"
+        )
+        assert sb.exec(script, env=ident).ok
+        main = collect_commits(sb, cache, "o/r", base, "refs/onloop/jobs/main")  # the new base
+        assert main is not None
+        ran: list[list[str]] = []
+        sb.observers.append(lambda argv, _result: ran.append(argv))
+        assert sb.exec(["git", "checkout", "-q", "topic"]).ok
+        rebase = ["git", "rebase", "--quiet", main]
+        done, bundled = run_then_bundle(sb, rebase, main, ident)
+        assert done.ok and bundled, done
+        tip = collect_commits(sb, cache, "o/r", main, "refs/onloop/jobs/3", bundled=True)
+        assert len(ran) == 2 and tip  # the checkout, then one command for both
+        mirror = cache.mirror_path("o/r")
+        assert git(["rev-parse", f"{tip}~1"], mirror).stdout.strip() == main
+        assert git(["show", f"{tip}:demo.py"], mirror).stdout == "VALUE = 2\n"
+
+        # Nothing new since the base: no bundle, and the caller is told so.
+        done, bundled = run_then_bundle(sb, ["git", "rebase", "--quiet", tip], tip, ident)
+        assert done.ok and not bundled, done
+        # A failed command (a rebase onto a commit that does not exist) bundles nothing.
+        missing = "0" * 40
+        done, bundled = run_then_bundle(sb, ["git", "rebase", missing], missing, ident)
+        assert not done.ok and not bundled and done.exit_code not in (82, 83), done
 
 
 @pytest.mark.docker
@@ -220,15 +268,17 @@ def test_pool_primes_the_next_job_of_a_repository(
     assert not docker_client.containers.list(all=True, filters=mine)
 
 
-def test_with_removals_the_sandbox_goes_in_a_thread_the_job_joins(
+def test_with_a_teardown_the_sandbox_goes_after_the_next_step(
     backend: SandboxBackend, run_image: str, git_server: GitServer, tmp_path: Path, token: str
 ) -> None:
-    """The job goes on (to push) while its sandbox is removed; once the thread it was handed
-    is joined, neither the sandbox nor its workspace is left."""
+    """The job goes on (to push) while its sandbox waits: the removal and the pool's refill
+    are held through the step after the sandbox's, then run on threads; once `finish` has
+    joined them, neither the sandbox nor its workspace is left."""
     sha = make_repo(git_server.root / "o" / "r.git", PROJECT)
-    removals: list[threading.Thread] = []
+    teardown = Teardown()
     url, cache = git_server.url("o/r"), RepoCache(tmp_path / "cache")
     kwargs: dict[str, Any] = {"repo": "o/r", "clone_url": url, "image": run_image, "token": token}
+    sandbox_step = teardown.begin()
     with job_sandbox(
         backend,
         cache,
@@ -236,12 +286,17 @@ def test_with_removals_the_sandbox_goes_in_a_thread_the_job_joins(
         rev=sha,
         workspace_root=tmp_path / "j",
         **kwargs,
-        removals=removals,
+        teardown=teardown,
     ) as job:
         assert job.sandbox.exec(["true"]).ok
-        assert removals == []
-    (removal,) = removals
-    removal.join(60)
+        assert teardown.held == []
+    teardown.release(sandbox_step)  # the sandbox's own step ends: still held
+    assert teardown.held == ["sandbox-removal"]
+    push_step = teardown.begin()
+    assert job.sandbox.exec(["true"]).ok and job.workspace.exists()  # during the push
+    teardown.release(push_step)
+    assert teardown.held == []
+    teardown.finish(60)
     assert job.sandbox.stopped and not job.workspace.exists()
     with pytest.raises(SandboxError):
         job.sandbox.exec(["true"])
