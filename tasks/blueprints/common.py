@@ -268,12 +268,11 @@ class Work:
         )
         return [str(v) for v in found]
 
-    def push_target(
-        self, branch: str, head_repo: str | None = None, *, fresh: bool = False
-    ) -> Target:
+    def push_target(self, branch: str, head_repo: str | None = None) -> Target:
         """Whether onloop may push to `branch` of `head_repo` (pushes.push_target), read
-        once per job unless `fresh`; `targets.prefetch` reads it early, beside the work."""
-        return self.targets.get(branch, head_repo, fresh=fresh)
+        once per job; `targets.prefetch` reads it early, beside the work, `targets.renew`
+        again."""
+        return self.targets.get(branch, head_repo)
 
     def push(
         self,
@@ -284,11 +283,9 @@ class Work:
         clone_url: str | None = None,
         head_repo: str | None = None,
         keep: tuple[str, str] | None = None,
-        fresh_target: bool = False,
     ) -> str:
         """Push `sha` to `branch` with the person's token, under `lease` (pushes.push); the
-        branch's new head on GitHub (another sha where GitHub made verified commits).
-        `fresh_target`: read where it may push again now, not as read earlier in the job."""
+        branch's new head on GitHub (another sha where GitHub made verified commits)."""
         return pushes.push(
             self,
             sha,
@@ -297,7 +294,6 @@ class Work:
             clone_url=clone_url,
             head_repo=head_repo,
             keep=keep,
-            fresh_target=fresh_target,
         )
 
 

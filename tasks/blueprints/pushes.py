@@ -82,7 +82,6 @@ def push(
     clone_url: str | None = None,
     head_repo: str | None = None,
     keep: tuple[str, str] | None = None,
-    fresh_target: bool = False,
 ) -> str:
     """Push `sha` to `branch` (of `head_repo`, at `clone_url`; this repository by default)
     with the person's token, unless it is a default or protected branch (JobFailed).
@@ -91,9 +90,9 @@ def push(
     The branch's new head on GitHub: `sha`, or the last commit GitHub made. The job's head
     becomes `sha` first, so the `synchronize` our own push causes does not cancel this job
     as stale. `keep`: (sha, ref) of a new ref (not a branch: a rebase's backup) created in
-    the same atomic git push; the caller records it. `fresh_target`: where it may push is
-    read again now, not taken as read earlier in the job (Work.targets)."""
-    target = work.push_target(branch, head_repo, fresh=fresh_target)
+    the same atomic git push; the caller records it. Where it may push is as read for this
+    job (Work.targets: early, or again with `renew`)."""
+    target = work.push_target(branch, head_repo)
     if not target.allowed:
         raise JobFailed(target.message(), outcome=target.refusal, branch=branch)
     via = None

@@ -127,6 +127,10 @@ def _push(state: Rebase) -> str | None:
     if not state.new_sha or state.new_sha == state.head_sha:
         state.outcome = RebaseOutcome.UP_TO_DATE
         return "already up to date"
+    if pull.can_push_to_head:
+        # A force-push rewrites the PR's own branch, and an agent may have spent minutes on
+        # its conflicts: where it may go is read again now, beside the guard.
+        state.work.targets.renew(pull.head_ref, pull.head_repo)
     # Every pushed commit passes the guard, and a rebase may only replay the PR's own
     # commits (whatever ran in the sandbox, only the PR's commits may come out of it).
     # Commits the agent resolved are not replays, so they get the guard of any change instead.
@@ -152,9 +156,6 @@ def _push(state: Rebase) -> str | None:
                 clone_url=pull.head_clone_url,
                 head_repo=pull.head_repo,
                 keep=(pull.head_sha, backup) if together else None,
-                # A force-push rewrites the PR's own branch, and an agent may have spent
-                # minutes on its conflicts: where it may go is read again right before.
-                fresh_target=True,
             ),
         )
     except GitError as exc:

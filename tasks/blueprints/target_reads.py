@@ -44,12 +44,18 @@ class TargetReads:
         run = contextvars.copy_context().run  # the job's log context (job_id) on its lines
         threading.Thread(target=run, args=(work,), name="push-target", daemon=True).start()
 
-    def get(self, branch: str, head_repo: str | None = None, *, fresh: bool = False) -> Target:
-        """The target: as read before, or read now (again, when the early read failed, or
-        when `fresh` asks for GitHub's word as it is now)."""
+    def renew(self, branch: str, head_repo: str | None = None) -> None:
+        """Read the target again, from now, on a thread: what later asks get. For a push
+        that must see GitHub's word as it is when its step starts, not as read early."""
+        self._found.pop(self._key(branch, head_repo), None)
+        self.prefetch(branch, head_repo)
+
+    def get(self, branch: str, head_repo: str | None = None) -> Target:
+        """The target: as read before (or being read), else read now; again when the
+        early read failed."""
         key = self._key(branch, head_repo)
         early = self._found.get(key)
-        if early is not None and (fresh or early.exception() is not None):
+        if early is not None and early.exception() is not None:
             del self._found[key]
         if key not in self._found:
             future: Future[Target] = Future()

@@ -4,8 +4,11 @@ into history), a history that only adds commits on `base`, all within a time box
 
 from __future__ import annotations
 
+import contextvars
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 from app.policy.path_rules import PathRule, compile_rules
@@ -71,9 +74,11 @@ def _inspect(
     check_changes(files, config, sizes, links, found=found, note=note, totals=totals, rules=rules)
 
 
-def _history(mirror: Path, base: str, head: str, found: Found, deadline: Deadline) -> list[str]:
-    """The commits to check one by one; a merge or a head not built on `base` is refused
-    (onloop pushes a line of commits on top of what the branch had, nothing else)."""
+def _history(
+    mirror: Path, base: str, head: str, found: Found, deadline: Deadline
+) -> list[tuple[str, str]]:
+    """The commits to check one by one, each with its parent; a merge or a head not built on
+    `base` is refused (onloop pushes a line of commits on top of what the branch had)."""
     ancestor = git(
         ["merge-base", "--is-ancestor", base, head], mirror, check=False, timeout=deadline.left()
     )
@@ -87,7 +92,7 @@ def _history(mirror: Path, base: str, head: str, found: Found, deadline: Deadlin
         found.total(
             Violation(HISTORY, f"merge commits are not pushed: `{merges[0][:12]}`", merges[0])
         )
-    return [c[0] for c in listed if len(c) == 2]
+    return [(c[0], c[1]) for c in listed if len(c) == 2]
 
 
 def check_diff(
@@ -109,16 +114,32 @@ def check_diff(
     found, deadline = Found(), Deadline(seconds)
     totals = replay_of is None
     try:
-        if replay_of is not None:
-            check_replay(mirror, base, replay_of, head, found, deadline.left)
-        rules = compile_rules(config.paths.deny)
-        _inspect(mirror, base, head, config, found, deadline, note="", totals=totals, rules=rules)
-        for sha in _history(mirror, base, head, found, deadline):
-            note = f"in commit {sha[:12]}"
-            parent = f"{sha}^"
-            _inspect(
-                mirror, parent, sha, config, found, deadline, note=note, totals=totals, rules=rules
+        # The replay check reads other commits than the rest (and adds only REPLAY hits, so
+        # the order of what is found stays the same): on a thread of its own, beside them.
+        with ThreadPoolExecutor(1, thread_name_prefix="guard-replay") as aside:
+            replay = (
+                aside.submit(
+                    contextvars.copy_context().run,  # the job's trace and log context
+                    check_replay,
+                    mirror,
+                    base,
+                    replay_of,
+                    head,
+                    found,
+                    deadline.left,
+                )
+                if replay_of is not None
+                else None
             )
+            rules = compile_rules(config.paths.deny)
+            inspect = partial(_inspect, mirror, config=config, found=found, deadline=deadline)
+            inspect(base, head, note="", totals=totals, rules=rules)
+            for sha, parent in _history(mirror, base, head, found, deadline):
+                if (sha, parent) == (head, base):
+                    continue  # the one commit on `base`: its diff is the net one, just checked
+                inspect(parent, sha, note=f"in commit {sha[:12]}", totals=totals, rules=rules)
+            if replay is not None:
+                replay.result()
     except OutOfTime:
         found.total(_late(seconds))
     except GitError as exc:

@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from app.policy.repo_config import RepoConfig, parse_repo_config
 from tasks.git.blast_radius import (
@@ -329,3 +330,27 @@ def test_a_rebase_settled_by_ignoring_white_space_passes(repo: Repo) -> None:
     repo.git("rebase", "--abort")
     repo.git("rebase", "--quiet", "-X", "ignore-space-change", onto)
     assert repo.check(base=onto, replay_of=old_head) == []
+
+
+def test_one_commit_on_the_base_is_diffed_once(
+    repo: Repo, tracing: object, span_exporter: InMemorySpanExporter
+) -> None:
+    """The common push, one commit on `base`: its own diff is the net one, so the guard reads
+    it once (each `git diff` run is a span). Two commits: the net diff and each commit's."""
+    repo.write({"src/a.py": "A = 1\n"})
+    repo.commit("one")
+    mirror = repo.mirror()
+    span_exporter.clear()
+
+    def diffs(head: str) -> int:
+        span_exporter.clear()
+        assert check_diff(mirror, repo.base, head, RepoConfig()) == []
+        spans = span_exporter.get_finished_spans()
+        return sum(1 for s in spans if (s.attributes or {}).get("git.subcommand") == "diff")
+
+    one = repo.git("rev-parse", "HEAD")
+    assert diffs(one) == 2  # --raw and --numstat, of the net change only
+    repo.write({"src/b.py": "B = 1\n"})
+    repo.commit("two")
+    mirror = repo.mirror()
+    assert diffs(repo.git("rev-parse", "HEAD")) == 6  # the net change, then each commit

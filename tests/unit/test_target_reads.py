@@ -61,11 +61,12 @@ def test_a_target_in_flight_is_waited_for_not_read_twice() -> None:
     assert targets.get("feature").allowed and len(reads.calls) == 1
 
 
-def test_a_fresh_target_is_read_again_and_kept_for_later_asks() -> None:
+def test_a_renewed_target_is_read_again_beside_the_job_and_kept_for_later_asks() -> None:
     reads = Reads()
     reads.release.set()
     targets = TargetReads(reads, "octo/widgets")
     first = targets.get("feature")
-    again = targets.get("feature", fresh=True)  # a force-push asks for GitHub's word now
-    assert again is not first and len(reads.calls) == 2
+    targets.renew("feature")  # a force-push wants GitHub's word as its step starts
+    again = targets.get("feature")
+    assert again is not first and len(reads.calls) == 2 and reads.calls[-1][2] == "push-target"
     assert targets.get("feature") is again and len(reads.calls) == 2
