@@ -10,6 +10,8 @@ steps. `--concurrency`: N rebase jobs from N PRs at once on one worker, against 
 Also the resident memory of an idle web worker, an idle Celery worker and a sandbox at rest.
 The warm pool is on, as in `onloop worker` (ONLOOP_SANDBOX_POOL_SIZE, default 1): a job takes
 a container started ahead, primed with a checkout of its repository (`--pool-size 0`: off).
+Each floor, and each job, starts once the worker's sandboxes are still (the last job's
+removal and the pool's refill done), so that neither shares the machine with that work.
 Usage: python bench/e2e.py [--runs N] [--concurrency] [--prs N] [--database-url URL]
 """
 
@@ -29,12 +31,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import docker
+
 from app.core.settings import Settings
 from app.store import migrate
 from app.store.db import Database
 from app.store.models import TERMINAL_STATES, JobState
 from app.web import create_app
 from bench.e2e_floor import REPO, Floor, memory, sandbox_at_rest_mb, web_memory
+from tasks.sandbox.docker_backend import JOB_LABEL
 from tests.doubles.github.double import GitHubDouble
 from tests.doubles.github.handlers.actions import add_run
 from tests.doubles.github.settings import settings_for
@@ -125,6 +130,29 @@ class Bench:
             time.sleep(0.005)
         raise AssertionError(f"timed out waiting for {what}\n{self.world.worker.output()}")
 
+    def quiet(self, settle: float = 0.3) -> None:
+        """Until the worker's sandboxes have stopped changing for `settle` s: the last job's
+        container removed, the warm pool refilled and primed. Each floor and each job starts
+        on a machine that is not still tearing the last job down."""
+        client = docker.APIClient()
+        try:
+            last, since, deadline = None, time.monotonic(), time.monotonic() + 60
+            while time.monotonic() < deadline:
+                found = client.containers(all=True, filters={"label": JOB_LABEL})
+                root = str(self.world.root)  # this bench's, by their workspaces (World.containers)
+                now = sorted(
+                    (c["Id"], c["State"])
+                    for c in found
+                    if any(str(m.get("Source", "")).startswith(root) for m in c.get("Mounts") or [])
+                )
+                if now != last:
+                    last, since = now, time.monotonic()
+                elif time.monotonic() - since >= settle:
+                    return
+                time.sleep(0.05)
+        finally:
+            client.close()
+
     def sample(
         self, job_id: int, begun: float, acked: float, visible: float, floor: float
     ) -> Sample:
@@ -139,11 +167,14 @@ class Bench:
         branch, number = self.pull("rb", {f"rb{self.n}.py": "X = 1\n"})
         floor_branch = self.branch("rbf", {f"rbf{self.n}.py": "X = 1\n"})
         self.move_main()
+        self.quiet()
+        floor = self.floor.rebase(floor_branch)
+        self.quiet()
         mark, begun = len(self.double.pushes), time.perf_counter()
         job_id = self.world.comment("/agent rebase", "alice", number)
         acked = time.perf_counter()
         visible = self.seen(lambda: self.pushed(branch, mark), f"the rebase of {branch}", job_id)
-        return self.sample(job_id, begun, acked, visible, self.floor.rebase(floor_branch))
+        return self.sample(job_id, begun, acked, visible, floor)
 
     def fix_ci(self) -> Sample:
         branch, number = self.pull("fx", {"bad.py": BAD})
@@ -151,12 +182,15 @@ class Bench:
         assert sha is not None
         run = add_run(self.double, REPO, sha, branch, [("lint", "failure", RUFF_LOG)])
         payload = workflow_run_failed(self.double, REPO, run, number, user="bob")
+        floor_branch = self.branch("fxf", {"bad.py": BAD})
+        self.quiet()
+        floor = self.floor.ruff_fix(floor_branch)
+        self.quiet()
         mark, begun = len(self.double.pushes), time.perf_counter()
         (job_id,) = self.world.deliver("workflow_run", payload)
         acked = time.perf_counter()
         visible = self.seen(lambda: self.pushed(branch, mark), f"the fix of {branch}", job_id)
-        floor_branch = self.branch("fxf", {"bad.py": BAD})
-        return self.sample(job_id, begun, acked, visible, self.floor.ruff_fix(floor_branch))
+        return self.sample(job_id, begun, acked, visible, floor)
 
     def fix_issue(self) -> Sample:
         issue = self.double.create_issue(REPO, "Typo in README", "It says teh.", user="alice")
@@ -168,11 +202,13 @@ class Bench:
                 pulls = [i.pull for i in self.double.repo(REPO).issues.values() if i.pull]
             return any(p.head_ref == head for p in pulls)
 
+        self.quiet()
+        floor = self.floor.agent_fix(AGENT, int(self._name("")))
+        self.quiet()
         begun = time.perf_counter()
         (job_id,) = self.world.deliver("issues", payload)
         acked = time.perf_counter()
         visible = self.seen(opened, f"the pull request for #{issue.number}", job_id)
-        floor = self.floor.agent_fix(AGENT, int(self._name("")))
         return self.sample(job_id, begun, acked, visible, floor)
 
     def review_pr(self) -> Sample:
@@ -182,11 +218,14 @@ class Bench:
             with self.double.lock:
                 return any(v.number == number for v in self.double.reviews.values())
 
+        self.quiet()
+        floor = self.floor.review(branch, number)
+        self.quiet()
         begun = time.perf_counter()
         job_id = self.world.comment("/agent review", "alice", number)
         acked = time.perf_counter()
         visible = self.seen(reviewed, f"the review of #{number}", job_id)
-        return self.sample(job_id, begun, acked, visible, self.floor.review(branch, number))
+        return self.sample(job_id, begun, acked, visible, floor)
 
     # --- concurrency ----------------------------------------------------------------------
     def rebases(self, prs: int, at_once: bool) -> tuple[float, list[float]]:
