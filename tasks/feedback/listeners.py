@@ -263,10 +263,16 @@ def listeners_for(ctx: JobContext) -> list[JobListener]:
     if ctx.job.installation_id is None:
         return []
     access = Access(ctx)
-    try:
-        acknowledge(ctx, access)
-    except Exception:
-        log.warning("could not react to the command's comment", exc_info=True)
+
+    def react() -> None:
+        try:
+            acknowledge(ctx, access)
+        except Exception:
+            log.warning("could not react to the command's comment", exc_info=True)
+
+    # On the job's feedback lane, first in it (a token and a POST: round trips the job's
+    # own reads need not wait for); a notice of the job's waits for the lane (settle).
+    ctx.feedback.submit(react) if ctx.feedback is not None else react()
     if ctx.job.kind not in sandboxed(ctx.kinds):
         return []
     status = StatusComment(ctx, access)

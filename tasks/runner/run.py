@@ -241,9 +241,9 @@ class JobRunner:
                 events=self.events,
             )
             ctx.head_sha = job.head_sha
+            ctx.feedback = FeedbackLane()  # GitHub's progress writes overlap the work
             # Without an App nothing can reach GitHub: no status comment or check run to try.
             ctx.listeners = self.listeners(ctx) if self.github.configured else []
-            ctx.feedback = FeedbackLane()  # GitHub's progress writes overlap the work
             ctx.teardown = Teardown()  # sandbox removals wait for the push (one step)
             state, result = self._run_in_time(ctx)
             ctx.sandboxes_removed()
