@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property, partial
 
@@ -29,7 +31,7 @@ from tasks.git.guard import check_diff
 from tasks.runner.context import Cancelled, JobContext, JobFailed, WaitForAuthorization
 from tasks.runner.notices import ask_to_authorize, notice
 from tasks.runner.output import OutputLog
-from tasks.runner.people import NeedsAuthorization, user_token
+from tasks.runner.people import NeedsAuthorization, role_of, user_token
 from tasks.runner.repo_settings import LoadedConfig
 from tasks.sandbox.base import ExecResult, Sandbox, SandboxError
 from tasks.sandbox.commits import CommitFailed, collect_commits, commit_all
@@ -334,9 +336,11 @@ def begin(
             f"`/agent {verb}` again once you have authorised it.",
         )
         raise JobFailed("authorization expired")
-    with ctx.step("policy") as step:
+    with ctx.step("policy") as step, ThreadPoolExecutor(1, "policy-role") as aside:
+        # The person's permission is read beside the config: neither depends on the other.
+        asked = aside.submit(contextvars.copy_context().run, role_of, repo, login)
         loaded = effective_config(ctx, repo)
-        role = check_policy(ctx, repo, loaded, login, pull)
+        role = check_policy(ctx, repo, loaded, login, pull, role=asked.result())
         budgets = check_start(ctx, loaded.config)
         step.output = f"@{login} is {role}; {loaded.config.trigger_permission} needed"
         step.output += f"; budgets: {budgets or 'none'}"

@@ -264,6 +264,7 @@ def run_fix_ci(ctx: JobContext) -> dict[str, Any]:
     ctx.head_sha = head_sha
     branch = pull.head_ref if pull is not None else f"onloop/fix-ci-{head_sha[:7]}"
     state = FixCI(work, pr, pull, head_sha, branch)
+    work.mirror.prefetch(head_sha, state.fetch_refs)  # beside the read of the failures
     run_steps(ctx, BEFORE, state)
     if state.outcome is None:
         _change(state)

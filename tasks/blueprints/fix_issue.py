@@ -143,6 +143,7 @@ def fix(
     ctx.head_sha = base_sha
     state = FixIssue(work, issue, base_sha, f"onloop/issue-{issue.number}")
     work.targets.prefetch(state.branch)  # read beside the work; the push asks for it
+    work.mirror.prefetch(resume or base_sha)  # fetched beside the branch's read
     with ctx.step("branch") as record:
         state.lease = work.branch_lease(state.branch, "remove and add the label again")
         record.output = f"replacing {state.lease[:12]}" if state.lease else "new branch"

@@ -109,12 +109,14 @@ def check_policy(
     loaded: LoadedConfig,
     login: str,
     pull: PullRef | None = None,
+    role: str | None = None,
 ) -> str:
     """The person's role, once every policy rule allows the job; otherwise one polite notice
     (none for automatic fixes nobody asked for) and JobFailed naming the rule. A person below
     the trigger permission gets that notice once per thread and day, whatever the rule
-    (`gate.refuse_outsider`), and is refused in silence after it."""
-    role = role_of(repo, login)
+    (`gate.refuse_outsider`), and is refused in silence after it. `role`: the person's, when
+    read already (`role_of`)."""
+    role = role if role is not None else role_of(repo, login)
     automatic = bool(ctx.params.get("automatic"))
     attempts = 0
     head = pull.head_sha if pull is not None else ctx.command.head_sha
