@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
-import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property, partial
@@ -14,30 +12,24 @@ from github import Github
 from github.Repository import Repository
 
 import app.github.clients as gh
-from app.policy.budgets import add_usage
-from app.policy.egress import narrow_egress
-from app.policy.repo_config import RepoConfig, UntrustedEgress
+from app.policy.repo_config import RepoConfig
 from app.store import audit
-from tasks.blueprints import pushes, refusals
+from tasks.blueprints import pushes
 from tasks.blueprints.budget import check_start
-from tasks.blueprints.heads import setup_failed
 from tasks.blueprints.mirror_fetch import MirrorFetch
 from tasks.blueprints.pulls import PullRef
 from tasks.blueprints.pushes import TRAILER
 from tasks.blueprints.start import act_as, check_policy, effective_config, installation_repo
 from tasks.blueprints.target_reads import TargetReads
 from tasks.blueprints.targets import Target
+from tasks.blueprints.work_sandbox import work_sandbox
 from tasks.git.guard import check_diff
-from tasks.runner.context import Cancelled, JobContext, JobFailed, WaitForAuthorization
+from tasks.runner.context import JobContext, JobFailed, WaitForAuthorization
 from tasks.runner.notices import ask_to_authorize, notice
-from tasks.runner.output import OutputLog
 from tasks.runner.people import NeedsAuthorization, role_of, user_token
 from tasks.runner.repo_settings import LoadedConfig
-from tasks.sandbox.base import ExecResult, Sandbox, SandboxError
+from tasks.sandbox.base import ExecResult, Sandbox
 from tasks.sandbox.commits import CommitFailed, collect_commits, commit_all
-from tasks.sandbox.egress.policy import refusal_message
-from tasks.sandbox.job import JobSandbox, SetupFailed, job_sandbox
-from tasks.sandbox.trust import HeadTrust
 from tasks.sandbox.workplace import Workplace
 
 __all__ = ["TRAILER", "Work", "act_as", "begin", "installation_repo", "run"]
@@ -100,118 +92,8 @@ class Work:
             "GIT_COMMITTER_EMAIL": email,
         }
 
-    @contextlib.contextmanager
-    def sandbox(
-        self,
-        rev: str,
-        *,
-        trust: HeadTrust,
-        branch: str | None = None,
-        refs: Sequence[str] = (),
-        clone_url: str | None = None,
-        setup: bool = True,
-    ) -> Iterator[JobSandbox]:
-        """A started sandbox with `rev` checked out (and the repo's setup done, unless `setup`
-        is False: then nothing of the repository's runs in it); removed after.
-        An untrusted head's setup gets no network unless the organisation file says
-        `sandbox.untrusted_egress: public` (and then no credentials, private index or cache),
-        leaves no snapshot, and its output stays on the job's record, off public comments."""
-        self.mirror.wait()
-        place, name, conf = self.place, self.repo.full_name, self.config.sandbox
-        started = time.monotonic()
-        gateway, egress = place.gateway, conf.egress
-        if egress is None:  # unset: the default registries (pypi, npm)
-            egress = narrow_egress(None, None)[0]
-        untrusted = trust is not HeadTrust.TRUSTED
-        if untrusted and conf.untrusted_egress is not UntrustedEgress.PUBLIC:
-            gateway = None
-        scope = f"installation-{self.ctx.job.installation_id}"
-        boxes: list[Sandbox] = []  # setup's, then the job's: /agent cancel stops them now
-
-        def stop_all() -> None:
-            for box in boxes:
-                box.stop()
-
-        def on_start(box: Sandbox) -> None:
-            boxes.append(box)
-            if self.ctx.cancel.is_set():  # cancelled while the workspace was checked out
-                box.stop()
-
-        try:
-            with (
-                self.ctx.cancel_watch(stop_all),
-                job_sandbox(
-                    place.backend,
-                    place.cache,
-                    job_id=self.ctx.job.id,
-                    repo=name,
-                    clone_url=clone_url or self.repo.clone_url,
-                    rev=rev,
-                    image=self.ctx.org_config.sandbox_image(
-                        self.ctx.settings, self.config.sandbox.image
-                    ),
-                    workspace_root=place.workspaces,
-                    limits=place.limits(self.config.sandbox.timeout),
-                    token=self.install_token,
-                    refs=refs,
-                    branch=branch,
-                    setup=self.config.sandbox.setup if setup else None,
-                    snapshots=place.snapshots,
-                    pool=place.pool,
-                    gateway=gateway,
-                    egress=gateway.policy(egress, scope, private=conf.private_indexes, trust=trust)
-                    if gateway is not None
-                    else None,
-                    on_start=on_start,
-                    trust=trust,
-                    scope=scope,
-                    teardown=self.ctx.teardown,
-                ) as js,
-            ):
-                boxes.append(js.sandbox)
-                js.sandbox.observers.append(self._audit_command)
-                output = OutputLog(
-                    self.ctx.db,
-                    self.ctx.events,
-                    self.ctx.job.id,
-                    self.ctx.settings.job_log_max_bytes,
-                    step=lambda: self.ctx.current_step,
-                )
-                js.sandbox.starting.append(output.command)
-                js.sandbox.streams.append(output.add)
-                js.sandbox.observers.append(lambda _argv, result: output.ended(result.exit_code))
-                proposed = False
-                if js.setup is not None and gateway is not None and not untrusted:
-                    proposed = refusals.record(self.ctx, self.loaded.text, js.refused)
-                if js.refused and not untrusted:  # an untrusted head names the hosts
-                    advice = refusals.ADVICE if proposed else ""
-                    self.ctx.notes.append(refusal_message(js.refused, advice))
-                self.ctx.meter.observe("sandbox_start_seconds", time.monotonic() - started)
-                try:
-                    yield js
-                finally:  # the sandbox's time, for the daily `sandbox_minutes` budget
-                    spent = time.monotonic() - started
-                    add_usage(self.ctx.db, self.ctx.job.id, sandbox_seconds=spent)
-        except SetupFailed as exc:
-            if self.ctx.cancel.is_set():
-                raise Cancelled() from None
-            if gateway is not None and not untrusted:
-                if refusals.record(self.ctx, self.loaded.text, exc.refused):
-                    exc.advice = refusals.ADVICE
-            raise setup_failed(exc, trust) from None
-        except (SandboxError, JobFailed):
-            if self.ctx.cancel.is_set():  # its sandbox was stopped under it: a cancel
-                raise Cancelled() from None
-            raise
-
-    def _audit_command(self, argv: list[str], result: ExecResult) -> None:
-        audit.record_command(
-            self.ctx.db,
-            repo=self.repo.full_name,
-            job_id=self.ctx.job.id,
-            argv=argv,
-            exit_code=result.exit_code,
-        )
+    # A started sandbox with `rev` checked out, removed after: work_sandbox(self, rev, ...).
+    sandbox = work_sandbox
 
     def commit(
         self,
