@@ -128,6 +128,26 @@ class RepoCache:
             raise RepoCacheError(f"{repo} has no commit {sha} after fetching")
         return mirror
 
+    def commit(
+        self,
+        repo: str,
+        rev: str,
+        clone_url: str,
+        token: TokenLike | None = None,
+        *,
+        refs: Sequence[str] = (),
+    ) -> str:
+        """The sha of the commit `rev` names, in a mirror brought up to date first (`ensure`)
+        unless `rev` is a full sha the mirror holds already: then one git process."""
+        mirror = self.mirror_path(repo)
+        if _SHA.match(rev) and (mirror / "HEAD").exists():
+            have = ["rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"]
+            found = git(have, mirror, check=False, timeout=60)
+            if found.returncode == 0:
+                return found.stdout.strip()
+        self.ensure(repo, clone_url, token, sha=rev, refs=refs)
+        return git(["rev-parse", "--verify", f"{rev}^{{commit}}"], mirror).stdout.strip()
+
     def checkout(
         self,
         repo: str,
@@ -186,8 +206,12 @@ class RepoCache:
         them: a rebase onto a base that moved since the workspace was primed needs the new
         base. The commit's sha."""
         trust = {"safe.directory": str(dest)}  # owned by the sandbox's uid, made by us
-        missing = git(["cat-file", "-e", f"{rev}^{{commit}}"], dest, check=False, config=trust)
-        wanted = ["+refs/heads/*:refs/remotes/origin/*", *([rev] if missing.returncode else [])]
+        wanted = ["+refs/heads/*:refs/remotes/origin/*"]
+        if _SHA.match(rev):
+            wanted.append(rev)  # a sha the workspace has already costs the fetch nothing
+        else:
+            missing = git(["cat-file", "-e", f"{rev}^{{commit}}"], dest, check=False, config=trust)
+            wanted += [rev] if missing.returncode else []
         with self.lock(repo, shared=True):
             git(
                 ["fetch", "--quiet", "--no-tags", "--prune", str(self.mirror_path(repo)), *wanted],
@@ -195,8 +219,10 @@ class RepoCache:
                 config=trust,
                 timeout=600,
             )
-        sha = git(["rev-parse", "--verify", f"{rev}^{{commit}}"], dest, config=trust)
-        target = sha.stdout.strip()
+        target = rev
+        if not _SHA.match(rev):
+            sha = git(["rev-parse", "--verify", f"{rev}^{{commit}}"], dest, config=trust)
+            target = sha.stdout.strip()
         move = ["checkout", "--quiet", *(["-B", branch] if branch else ["--detach"]), target]
         moving = {**trust, **PARALLEL}
         if git(move, dest, config=moving, timeout=600, check=False).returncode:

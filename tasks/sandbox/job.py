@@ -17,7 +17,7 @@ from pathlib import Path
 
 import docker.errors
 
-from tasks.git.process import TokenLike, git
+from tasks.git.process import TokenLike
 from tasks.git.repo_cache import RepoCache
 from tasks.sandbox.base import ExecResult, Limits, Sandbox, SandboxBackend, SandboxError
 from tasks.sandbox.docker_backend import DockerBackend, DockerSandbox, exec_ids
@@ -103,9 +103,7 @@ def job_sandbox(
     runner joins them before the job ends), else they are done before this returns.
     """
     limits = limits or Limits()
-    cache.ensure(repo, clone_url, token, sha=rev, refs=refs)
-    sha = git(["rev-parse", "--verify", f"{rev}^{{commit}}"], cache.mirror_path(repo))
-    commit = sha.stdout.strip()
+    commit = cache.commit(repo, rev, clone_url, token, refs=refs)
     run_image, key, need_setup = image, None, bool(setup)
     if not isinstance(backend, DockerBackend) or gateway is None or not egress:
         gateway = egress = None  # setup runs with no network, as every other command
@@ -128,8 +126,9 @@ def job_sandbox(
     setup_result: ExecResult | None = None
     refused: list[Refusal] = []
     try:
-        if primed:  # only move the checkout to the commit
-            cache.refresh(repo, commit, workspace, branch=branch, origin_url=clone_url)
+        if primed and slot is not None:  # only move the checkout to the commit (and origin)
+            origin = None if slot.origin == clone_url else clone_url
+            cache.refresh(repo, commit, workspace, branch=branch, origin_url=origin)
         else:
             cache.checkout(repo, commit, workspace, branch=branch, origin_url=clone_url)
         if need_setup and setup:

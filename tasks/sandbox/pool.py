@@ -42,6 +42,7 @@ class PoolSlot:
     workspace: Path
     image: str
     repo: str | None = None
+    origin: str | None = None  # the checkout's `origin` URL, when primed
 
     def activate(self, job_id: int, limits: Limits) -> DockerSandbox:
         """The slot's container as the job's sandbox. It is renamed after the job in the
@@ -182,7 +183,7 @@ class WarmPool:
         except Exception:
             slot.discard()
             raise
-        slot.repo = repo
+        slot.repo, slot.origin = repo, origin_url
         with self._lock:
             if self.closed:
                 slot.discard()

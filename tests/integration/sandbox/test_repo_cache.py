@@ -164,3 +164,24 @@ def test_a_primed_workspace_moved_to_a_new_head_has_the_moved_base_too(
     assert found.returncode == 0, "the refreshed workspace lacks the moved base"
     tip = git(["rev-parse", "refs/remotes/origin/main"], primed).stdout.strip()
     assert tip == moved
+
+
+def test_commit_fetches_only_for_a_sha_the_mirror_lacks_or_a_name(
+    git_server: GitServer, tmp_path: Path, token: str
+) -> None:
+    """`commit`: a full sha the mirror holds is answered by the mirror alone; a sha it lacks,
+    or a branch's name (which may have moved), brings the mirror up to date first."""
+    bare = git_server.root / "o" / "r.git"
+    first = make_repo(bare, {"a.txt": "1\n"})
+    cache, url = RepoCache(tmp_path / "cache"), git_server.url("o/r")
+    assert cache.commit("o/r", first, url, token) == first and fetches(git_server) == 1
+    assert cache.commit("o/r", first, url, token) == first and fetches(git_server) == 1
+    second = push_commit(bare, "b.txt", "2\n")
+    assert cache.commit("o/r", "main", url, token) == second and fetches(git_server) == 2
+    third = push_commit(bare, "c.txt", "3\n")
+    assert cache.commit("o/r", third, url, token) == third and fetches(git_server) == 3
+    primed = tmp_path / "primed"
+    cache.checkout("o/r", first, primed)
+    assert cache.refresh("o/r", third, primed) == third  # a sha it lacked: fetched, checked out
+    assert (primed / "c.txt").read_text() == "3\n"
+    assert cache.refresh("o/r", third, primed) == third  # and one it has
