@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextvars
 import shlex
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -15,7 +17,7 @@ from app.github.comments import details, thread, upsert_comment
 from app.store.models import Job
 from tasks.blueprints import Step, run_steps
 from tasks.blueprints.change import configured_agent
-from tasks.blueprints.common import Work, begin
+from tasks.blueprints.common import Work, begin, installation_repo
 from tasks.blueprints.heads import head_trust
 from tasks.blueprints.pulls import PullRef
 from tasks.blueprints.rebase_receipt import (
@@ -257,9 +259,12 @@ def _refuse_unpushable_head(state: Rebase) -> Target | None:
 
 def run_rebase(ctx: JobContext) -> dict[str, Any]:
     ctx.plan = ["policy", "authorization", *(s.name for s in STEPS)]
-    work = begin(ctx, "rebase")
     assert ctx.job.number is not None
-    pr = work.repo.get_pull(ctx.job.number)
+    found = installation_repo(ctx)
+    with ThreadPoolExecutor(1, "pull-read") as aside:  # the PR is read beside the policy step
+        asked = aside.submit(contextvars.copy_context().run, found[1].get_pull, ctx.job.number)
+        work = begin(ctx, "rebase", found)
+        pr = asked.result()
     pull = PullRef.of(pr, work.repo)
     work.mirror.prefetch(pull.head_sha, pull.fetch_refs)  # beside the reads that follow
     if pull.can_push_to_head:  # where the head may be force-pushed: read beside the base
