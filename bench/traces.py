@@ -7,7 +7,9 @@ OTEL_EXPORTER_OTLP_ENDPOINT alone. A span's self time is its length less the tim
 children cover; the hand-offs between processes are the gaps between spans: the outbox wait
 (the delivery span's end to the dispatcher's send) and Celery's (the send's end to the run's
 start). Shares are of the total; they are ratios of one run on this machine, not absolute
-claims. Usage: python bench/traces.py [--runs N] [--kinds rebase_pr,...] [--top N]
+claims. `--timeline` also prints each kind's last run span by span, in the order they
+started (ms from the webhook, length, nesting): where a job waits on what.
+Usage: python bench/traces.py [--runs N] [--kinds rebase_pr,...] [--top N] [--timeline]
 """
 
 from __future__ import annotations
@@ -171,6 +173,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=1, help="measured runs per kind, after a warm-up")
     ap.add_argument("--kinds", default=",".join(KINDS), help="which kinds, comma-separated")
     ap.add_argument("--top", type=int, default=10, help="labels printed per kind")
+    ap.add_argument("--timeline", action="store_true", help="the last run, span by span")
     args = ap.parse_args()
     collector = OtlpCollector().start()
     # The web app here and the worker process (which inherits this environment) both export.
@@ -204,9 +207,28 @@ def main() -> None:
                     times += self_times(spans, t0, t1)
                     total += t1 - t0
                 report(kind, times, total, args.runs, args.top)
+                if args.timeline:
+                    timeline(spans)
     finally:
         collector.stop()
     shutil.rmtree(root, ignore_errors=True)
+
+
+def timeline(spans: list[Span]) -> None:
+    """Every span of one trace in the order they started: ms from the first, length in ms,
+    indented by depth, with its label (`label`)."""
+    by_id = {s.span_id: s for s in spans}
+
+    def depth(s: Span) -> int:
+        n = 0
+        while s.parent_id in by_id:
+            s, n = by_id[s.parent_id], n + 1
+        return n
+
+    t0 = min(s.start for s in spans)
+    for s in sorted(spans, key=lambda s: s.start):
+        at, took = (s.start - t0) / 1e6, (s.end - s.start) / 1e6
+        print(f"    {at:8.1f} {took:7.1f}  {'  ' * depth(s)}{label(s)}")
 
 
 def report(kind: str, times: Counter[str], total: int, runs: int, top: int) -> None:
