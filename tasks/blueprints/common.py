@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextvars
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property, partial
 
@@ -12,6 +10,7 @@ from github import Github
 from github.Repository import Repository
 
 import app.github.clients as gh
+from app.core.aside import aside
 from app.policy.repo_config import RepoConfig
 from app.store import audit
 from tasks.blueprints import pushes
@@ -218,9 +217,9 @@ def begin(
             f"`/agent {verb}` again once you have authorised it.",
         )
         raise JobFailed("authorization expired")
-    with ctx.step("policy") as step, ThreadPoolExecutor(1, "policy-role") as aside:
+    with ctx.step("policy") as step:
         # The person's permission is read beside the config: neither depends on the other.
-        asked = aside.submit(contextvars.copy_context().run, role_of, repo, login)
+        asked = aside("policy-role", role_of, repo, login)
         loaded = effective_config(ctx, repo)
         role = check_policy(ctx, repo, loaded, login, pull, role=asked.result())
         budgets = check_start(ctx, loaded.config)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import contextvars
 import logging
-import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+
+from app.core.aside import aside
 
 log = logging.getLogger(__name__)
 
@@ -20,24 +21,15 @@ class MirrorFetch:
 
     def __init__(self, ensure: Ensure) -> None:
         self.ensure = ensure
-        self._thread: threading.Thread | None = None
+        self._fetch: Future[object] | None = None
 
     def prefetch(self, sha: str, refs: Sequence[str] = ()) -> None:
         """Start the fetch, unless one was started already."""
-        if self._thread is not None:
-            return
-
-        def work() -> None:
-            try:
-                self.ensure(sha, refs)
-            except Exception:
-                log.info("mirror.prefetch_failed", exc_info=True)
-
-        run = contextvars.copy_context().run  # the job's log context (job_id) on its lines
-        self._thread = threading.Thread(target=run, args=(work,), name="mirror-fetch", daemon=True)
-        self._thread.start()
+        if self._fetch is None:
+            self._fetch = aside("mirror-fetch", self.ensure, sha, refs)
 
     def wait(self) -> None:
         """Until the early fetch, if any, has ended."""
-        if self._thread is not None:
-            self._thread.join()
+        if self._fetch is not None and self._fetch.exception() is not None:
+            log.info("mirror.prefetch_failed", exc_info=self._fetch.exception())
+            self._fetch = None  # said once

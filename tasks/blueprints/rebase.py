@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextvars
 import shlex
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -12,6 +10,7 @@ from typing import Any
 from github.PullRequest import PullRequest
 from sqlalchemy import update
 
+from app.core.aside import aside
 from app.core.markdown import fenced, inline_code
 from app.github.comments import details, thread, upsert_comment
 from app.store.models import Job
@@ -261,10 +260,9 @@ def run_rebase(ctx: JobContext) -> dict[str, Any]:
     ctx.plan = ["policy", "authorization", *(s.name for s in STEPS)]
     assert ctx.job.number is not None
     found = installation_repo(ctx)
-    with ThreadPoolExecutor(1, "pull-read") as aside:  # the PR is read beside the policy step
-        asked = aside.submit(contextvars.copy_context().run, found[1].get_pull, ctx.job.number)
-        work = begin(ctx, "rebase", found)
-        pr = asked.result()
+    asked = aside("pull-read", found[1].get_pull, ctx.job.number)  # beside the policy step
+    work = begin(ctx, "rebase", found)
+    pr = asked.result()
     pull = PullRef.of(pr, work.repo)
     work.mirror.prefetch(pull.head_sha, pull.fetch_refs)  # beside the reads that follow
     if pull.can_push_to_head:  # where the head may be force-pushed: read beside the base

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import contextvars
-import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 
+from app.core.aside import aside
 from tasks.blueprints.targets import Target
 
 Read = Callable[[str, str | None], Target]
@@ -32,17 +31,7 @@ class TargetReads:
         key = self._key(branch, head_repo)
         if key in self._found:
             return
-        future: Future[Target] = Future()
-        self._found[key] = future
-
-        def work() -> None:
-            try:
-                future.set_result(self.read(branch, head_repo))
-            except BaseException as exc:  # raised again, where the push asks for it
-                future.set_exception(exc)
-
-        run = contextvars.copy_context().run  # the job's log context (job_id) on its lines
-        threading.Thread(target=run, args=(work,), name="push-target", daemon=True).start()
+        self._found[key] = aside("push-target", self.read, branch, head_repo)
 
     def renew(self, branch: str, head_repo: str | None = None) -> None:
         """Read the target again, from now, on a thread: what later asks get. For a push
