@@ -6,7 +6,8 @@ and the caps), measured in one run: (a) `/agent rebase` to the push, (b) a
 ruff failure (workflow_run failure → fix_ci) to the fix push, (c) `agent:fix` with the
 scripted command agent to the pull request, (d) `/agent review` to the review; each against
 its floor, the same git and tool commands run directly (bench/e2e_floor.py), with the job's
-steps. `--concurrency`: N rebase jobs from N PRs at once on one worker, against one by one.
+steps; a rebase also against that floor with its rebase in a sandbox (bench/e2e_sandboxed.py).
+`--concurrency`: N rebase jobs from N PRs at once on one worker, against one by one.
 Also the resident memory of an idle web worker, an idle Celery worker and a sandbox at rest.
 The warm pool is on, as in `onloop worker` (ONLOOP_SANDBOX_POOL_SIZE, default 1): a job takes
 a container started ahead, primed with a checkout of its repository (`--pool-size 0`: off).
@@ -39,6 +40,7 @@ from app.store.db import Database
 from app.store.models import TERMINAL_STATES, JobState
 from app.web import create_app
 from bench.e2e_floor import REPO, Floor, memory, sandbox_at_rest_mb, web_memory
+from bench.e2e_sandboxed import SandboxedRebase
 from tasks.sandbox.docker_backend import JOB_LABEL
 from tests.doubles.github.double import GitHubDouble
 from tests.doubles.github.handlers.actions import add_run
@@ -70,6 +72,7 @@ class Sample:
     intake: float  # the webhook's answer (202)
     queue: float  # job row made → job started (outbox dispatcher, Celery, caps)
     steps: dict[str, float] = field(default_factory=dict)
+    sandboxed: float = 0.0  # a rebase's floor with its rebase in a sandbox (e2e_sandboxed.py)
 
 
 class BenchWorld(World):
@@ -93,6 +96,7 @@ class Bench:
     def __init__(self, world: BenchWorld, floor: Floor) -> None:
         self.world, self.double, self.floor = world, world.double, floor
         self.n = 0
+        self.sandboxed: SandboxedRebase | None = None  # made once the idle memory is read
 
     def _name(self, prefix: str) -> str:
         self.n += 1
@@ -166,15 +170,24 @@ class Bench:
     def rebase_pr(self) -> Sample:
         branch, number = self.pull("rb", {f"rb{self.n}.py": "X = 1\n"})
         floor_branch = self.branch("rbf", {f"rbf{self.n}.py": "X = 1\n"})
+        boxed_branch = self.branch("rbs", {f"rbs{self.n}.py": "X = 1\n"})
         self.move_main()
         self.quiet()
         floor = self.floor.rebase(floor_branch)
+        sandboxed = 0.0
+        if self.sandboxed is not None:
+            old = self.double.branch_sha(REPO, boxed_branch)
+            assert old is not None
+            self.quiet()
+            sandboxed = self.sandboxed.rebase(boxed_branch, old)
         self.quiet()
         mark, begun = len(self.double.pushes), time.perf_counter()
         job_id = self.world.comment("/agent rebase", "alice", number)
         acked = time.perf_counter()
         visible = self.seen(lambda: self.pushed(branch, mark), f"the rebase of {branch}", job_id)
-        return self.sample(job_id, begun, acked, visible, floor)
+        sample = self.sample(job_id, begun, acked, visible, floor)
+        sample.sandboxed = sandboxed
+        return sample
 
     def fix_ci(self) -> Sample:
         branch, number = self.pull("fx", {"bad.py": BAD})
@@ -331,6 +344,12 @@ def report(kind: str, samples: list[Sample]) -> None:
     )
     parts = [f"{n} {p50([s.steps.get(n, 0.0) for s in samples]):.2f}" for n in names]
     print("    steps (s, p50): " + ", ".join(parts))
+    if boxed := p50([s.sandboxed for s in samples if s.sandboxed]):
+        print(
+            f"    the floor with its rebase in a sandbox, no onloop: {boxed:.2f} s, "
+            f"{boxed / floor:.1f}x the floor; onloop {total / boxed:.1f}x that, "
+            f"overhead {total - boxed:+.2f} s"
+        )
 
 
 def main() -> None:
@@ -361,6 +380,8 @@ def main() -> None:
             web_memory(world, root)
             rest = sandbox_at_rest_mb(world.settings.sandbox_image, root)
             print(f"memory: one sandbox at rest (docker stats) {rest:.1f} MiB")
+            if "rebase_pr" in kinds:
+                bench.sandboxed = SandboxedRebase(bench.floor, world.settings.sandbox_image)
             for kind in kinds:  # one warm-up run each: the mirror, the image, the pool
                 getattr(bench, kind)()
             results = {k: [getattr(bench, k)() for _ in range(args.runs)] for k in kinds}
@@ -383,6 +404,8 @@ def main() -> None:
                     f"{args.prs / alone * 60:.1f} jobs/min, per job p50 {p50(each_alone):.1f} s"
                 )
                 print(f"    ratio one-by-one / at once: {alone / together:.2f}x")
+            if bench.sandboxed is not None:
+                bench.sandboxed.close()
             time.sleep(3)
             memory(world, root, "after the runs (idle)")
     except BaseException:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property, partial
 
@@ -15,7 +15,7 @@ from app.policy.repo_config import RepoConfig
 from app.store import audit
 from tasks.blueprints import pushes
 from tasks.blueprints.budget import check_start
-from tasks.blueprints.mirror_fetch import MirrorFetch
+from tasks.blueprints.mirror_fetch import MirrorFetch, Wanted
 from tasks.blueprints.pulls import PullRef
 from tasks.blueprints.pushes import TRAILER
 from tasks.blueprints.start import act_as, check_policy, effective_config, installation_repo
@@ -45,6 +45,9 @@ class Work:
     loaded: LoadedConfig
     login: str
     token: gh.UserToken
+    # The mirror fetched early (`mirror.prefetch`) beside the job's GitHub reads; the
+    # sandbox waits for that fetch before its own check of the mirror.
+    mirror: MirrorFetch
 
     @property
     def config(self) -> RepoConfig:
@@ -58,15 +61,6 @@ class Work:
     def targets(self) -> TargetReads:
         """This job's push targets, each read once (pushes.push_target)."""
         return TargetReads(partial(pushes.push_target, self), self.repo.full_name)
-
-    @cached_property
-    def mirror(self) -> MirrorFetch:
-        """The mirror fetched early (`mirror.prefetch`) beside the job's GitHub reads; the
-        sandbox waits for that fetch before its own check of the mirror."""
-        cache, name, url = self.place.cache, self.repo.full_name, self.repo.clone_url
-        return MirrorFetch(
-            lambda sha, refs: cache.ensure(name, url, self.install_token, sha=sha, refs=refs)
-        )
 
     @cached_property
     def repo_client(self) -> Github:
@@ -200,13 +194,25 @@ def begin(
     found: tuple[gh.InstallationToken, Repository] | None = None,
     pull: PullRef | None = None,
     acting: tuple[str, int | None] | None = None,
+    prefetch: Callable[[], Wanted | None] | None = None,
 ) -> Work:
     """Policy and authorisation before any work; refuses, or waits for the person's OAuth.
     `found` is the job's `installation_repo` and `pull` its pull request, when known already.
     `acting`: the person whose token does the work when it is not the one who asked (a
     review's follow-up is the PR owner's commit): the asker passes the policy, then the job
-    acts as them, and waits for their authorisation."""
+    acts as them, and waits for their authorisation. `prefetch`: what the job's sandbox will
+    want from the mirror, fetched from as soon as the policy has passed (None: nothing)."""
     install_token, repo = found or installation_repo(ctx)
+    mirror = MirrorFetch(
+        lambda wanted: ctx.workplace.cache.ensure(
+            repo.full_name,
+            repo.clone_url,
+            install_token,
+            sha=wanted.sha,
+            refs=wanted.refs,
+            also=wanted.also,
+        )
+    )
     login = ctx.job.requested_by
     if ctx.authorization_expired:
         notice(
@@ -225,6 +231,10 @@ def begin(
         budgets = check_start(ctx, loaded.config)
         step.output = f"@{login} is {role}; {loaded.config.trigger_permission} needed"
         step.output += f"; budgets: {budgets or 'none'}"
+    # Beside the authorisation and the job's next reads; never before the policy, so that a
+    # command from someone without the permission fetches nothing.
+    if prefetch is not None and (wanted := prefetch()) is not None:
+        mirror.prefetch(wanted)
     if acting is not None:
         act_as(ctx, *acting)
         login = acting[0]
@@ -240,4 +250,4 @@ def begin(
                 ) from None
             ask_to_authorize(ctx, repo, login, exc.reason)
             raise WaitForAuthorization(exc.reason) from None
-    return Work(ctx, repo, install_token, loaded, login, token)
+    return Work(ctx, repo, install_token, loaded, login, token, mirror)

@@ -21,6 +21,7 @@ from tasks.blueprints.change import STEPS as CHANGE_STEPS
 from tasks.blueprints.change import Change, ChangeOutcome, make_change
 from tasks.blueprints.common import Work, act_as, begin, installation_repo
 from tasks.blueprints.heads import head_trust
+from tasks.blueprints.mirror_fetch import Wanted
 from tasks.blueprints.pulls import PullRef
 from tasks.blueprints.targets import Target
 from tasks.ci.failures import FailedJob, failed_jobs
@@ -253,18 +254,18 @@ def run_fix_ci(ctx: JobContext) -> dict[str, Any]:
         *(s.name for s in AFTER),
     ]
     pull = PullRef.of(pr, repo) if pr is not None else None
-    try:
-        work = begin(ctx, "fix", found, pull)
+    head_sha = pull.head_sha if pull is not None else str(trigger)
+    refs = pull.fetch_refs if pull is not None else []
+    try:  # the head is fetched beside the authorisation and the read of the failures
+        work = begin(ctx, "fix", found, pull, prefetch=lambda: Wanted(head_sha, refs))
     except JobFailed as refused:
         if refused.result.get("rule") != STOP_RULE:
             raise
         _say_stopped(ctx, repo, refused.result.get("attempts", 0))
         raise JobFailed(refused.message, **refused.result, outcome=FixOutcome.STOPPED) from None
-    head_sha = pull.head_sha if pull is not None else str(trigger)
     ctx.head_sha = head_sha
     branch = pull.head_ref if pull is not None else f"onloop/fix-ci-{head_sha[:7]}"
     state = FixCI(work, pr, pull, head_sha, branch)
-    work.mirror.prefetch(head_sha, state.fetch_refs)  # beside the read of the failures
     run_steps(ctx, BEFORE, state)
     if state.outcome is None:
         _change(state)

@@ -16,6 +16,7 @@ from tasks.blueprints.budget import stop_at_budget
 from tasks.blueprints.change import STEPS as CHANGE_STEPS
 from tasks.blueprints.change import Change, ChangeOutcome, configured_agent, make_change
 from tasks.blueprints.common import Work, begin, installation_repo
+from tasks.blueprints.mirror_fetch import Wanted
 from tasks.runner.context import JobContext, JobFailed
 from tasks.runner.people import as_person
 from tasks.sandbox.trust import HeadTrust
@@ -143,7 +144,7 @@ def fix(
     ctx.head_sha = base_sha
     state = FixIssue(work, issue, base_sha, f"onloop/issue-{issue.number}")
     work.targets.prefetch(state.branch)  # read beside the work; the push asks for it
-    work.mirror.prefetch(resume or base_sha)  # fetched beside the branch's read
+    work.mirror.prefetch(Wanted(resume or base_sha))  # fetched beside the branch's read
     with ctx.step("branch") as record:
         state.lease = work.branch_lease(state.branch, "remove and add the label again")
         record.output = f"replacing {state.lease[:12]}" if state.lease else "new branch"

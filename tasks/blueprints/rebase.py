@@ -18,6 +18,7 @@ from tasks.blueprints import Step, run_steps
 from tasks.blueprints.change import configured_agent
 from tasks.blueprints.common import Work, begin, installation_repo
 from tasks.blueprints.heads import head_trust
+from tasks.blueprints.mirror_fetch import Wanted
 from tasks.blueprints.pulls import PullRef
 from tasks.blueprints.rebase_receipt import (
     backup_of,
@@ -73,7 +74,12 @@ def _rebase_in_sandbox(state: Rebase) -> str | None:
     # check (tasks/git/replay.py) ignores white space and where a hunk sits, so it must not
     # be the only thing between that code and a push under the maintainer's name.
     with work.sandbox(
-        state.head_sha, trust=trust, refs=pull.fetch_refs, branch=pull.head_ref, setup=False
+        state.head_sha,
+        trust=trust,
+        refs=pull.fetch_refs,
+        also=[state.base_sha],  # the base may have moved while the head was in the mirror
+        branch=pull.head_ref,
+        setup=False,
     ) as js:
         box = js.sandbox
         git = ["git", "-c", "rerere.enabled=true", "-c", "core.editor=true"]
@@ -260,14 +266,29 @@ def run_rebase(ctx: JobContext) -> dict[str, Any]:
     ctx.plan = ["policy", "authorization", *(s.name for s in STEPS)]
     assert ctx.job.number is not None
     found = installation_repo(ctx)
-    asked = aside("pull-read", found[1].get_pull, ctx.job.number)  # beside the policy step
-    work = begin(ctx, "rebase", found)
-    pr = asked.result()
+    number, repo = ctx.job.number, found[1]
+
+    def read() -> tuple[PullRequest, str]:
+        """The pull request and its base's tip."""
+        pr = repo.get_pull(number)
+        return pr, repo.get_branch(pr.base.ref).commit.sha
+
+    asked = aside("pull-read", read)  # beside the policy step
+
+    def to_fetch() -> Wanted | None:
+        """The head and the base to fetch once the policy passed (a failed read is raised
+        below, where it always was)."""
+        if asked.exception() is not None:
+            return None
+        pr, base = asked.result()
+        head = PullRef.of(pr, repo)
+        return Wanted(head.head_sha, head.fetch_refs, also=(base,))
+
+    work = begin(ctx, "rebase", found, prefetch=to_fetch)
+    pr, base_sha = asked.result()
     pull = PullRef.of(pr, work.repo)
-    work.mirror.prefetch(pull.head_sha, pull.fetch_refs)  # beside the reads that follow
-    if pull.can_push_to_head:  # where the head may be force-pushed: read beside the base
+    if pull.can_push_to_head:  # where the head may be force-pushed, read on a thread
         work.targets.prefetch(pull.head_ref, pull.head_repo)
-    base_sha = work.repo.get_branch(pr.base.ref).commit.sha
     state = Rebase(work, pr, pull, base_sha=base_sha)
     head = _refuse_unpushable_head(state)
     if (merged := rebase_on_verified(work, pr, state.pull, base_sha, head)) is not None:

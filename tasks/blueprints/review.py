@@ -47,8 +47,14 @@ def _diff(state: Review) -> str | None:
     """The PR's changed lines: `git diff` from the merge base, in the worker's mirror (the
     same three-dot diff GitHub shows and checks review comments against)."""
     work, name, refs = state.work, state.work.repo.full_name, state.pull.fetch_refs
-    for sha in (state.head_sha, state.base_sha):
-        work.place.cache.ensure(name, work.repo.clone_url, work.install_token, sha=sha, refs=refs)
+    work.place.cache.ensure(
+        name,
+        work.repo.clone_url,
+        work.install_token,
+        sha=state.head_sha,
+        refs=refs,
+        also=[state.base_sha],
+    )
     base = _mirror_git(state, ["merge-base", state.base_sha, state.head_sha]).strip()
     state.diff = _mirror_git(state, [*DIFF_OPTIONS, base, state.head_sha])
     state.changed = changed_lines(parse_diff(state.diff))

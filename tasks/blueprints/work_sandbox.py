@@ -33,11 +33,13 @@ def work_sandbox(
     trust: HeadTrust,
     branch: str | None = None,
     refs: Sequence[str] = (),
+    also: Sequence[str] = (),
     clone_url: str | None = None,
     setup: bool = True,
 ) -> Iterator[JobSandbox]:
     """A started sandbox with `rev` checked out (and the repo's setup done, unless `setup`
-    is False: then nothing of the repository's runs in it); removed after.
+    is False: then nothing of the repository's runs in it); removed after. `also`: further
+    commits the job needs in the mirror, such as a rebase's base tip.
     An untrusted head's setup gets no network unless the organisation file says
     `sandbox.untrusted_egress: public` (and then no credentials, private index or cache),
     leaves no snapshot, and its output stays on the job's record, off public comments."""
@@ -79,6 +81,7 @@ def work_sandbox(
                 limits=place.limits(work.config.sandbox.timeout),
                 token=work.install_token,
                 refs=refs,
+                also=also,
                 branch=branch,
                 setup=work.config.sandbox.setup if setup else None,
                 snapshots=place.snapshots,

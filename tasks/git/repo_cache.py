@@ -56,13 +56,14 @@ class RepoCache:
         return self.root / "mirrors" / f"{slug(repo)}.git"
 
     @contextlib.contextmanager
-    def lock(self, repo: str, *, shared: bool = False) -> Iterator[None]:
-        """Hold the mirror's lock; waits at most `lock_timeout` seconds."""
+    def lock(self, repo: str, *, shared: bool = False) -> Iterator[bool]:
+        """Hold the mirror's lock; waits at most `lock_timeout` seconds. Yields whether
+        someone else may have changed the mirror since the caller last looked (it waited)."""
         path = self.root / "locks" / f"{slug(repo)}.lock"
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
-            deadline = time.monotonic() + self.lock_timeout
+            deadline, waited = time.monotonic() + self.lock_timeout, False
             while True:
                 try:
                     fcntl.flock(fd, mode | fcntl.LOCK_NB)
@@ -70,6 +71,7 @@ class RepoCache:
                 except BlockingIOError:
                     if time.monotonic() > deadline:
                         raise RepoCacheError(f"timed out waiting for the lock on {repo}") from None
+                    waited = True
                     time.sleep(0.05)
             if self.redis is not None and not shared:
                 with self.redis.lock(
@@ -77,9 +79,9 @@ class RepoCache:
                     timeout=self.lock_timeout,
                     blocking_timeout=self.lock_timeout,
                 ):
-                    yield
+                    yield True  # another host may have fetched meanwhile
             else:
-                yield
+                yield waited
         finally:
             os.close(fd)  # closing releases the flock
 
@@ -91,6 +93,26 @@ class RepoCache:
         done = git(["cat-file", "-e", f"{rev}^{{commit}}"], mirror, check=False, timeout=60)
         return done.returncode == 0
 
+    def holds(self, repo: str, shas: Sequence[str]) -> bool:
+        """Whether the mirror holds every commit in `shas` (full shas), in one git process."""
+        return self._commits(repo, shas) is not None
+
+    def _commits(self, repo: str, shas: Sequence[str]) -> list[str] | None:
+        """The commits `shas` name (a tag's peeled), or None unless the mirror holds them all."""
+        mirror = self.mirror_path(repo)
+        if not shas or not all(_SHA.match(s) for s in shas) or not (mirror / "HEAD").exists():
+            return None
+        asked = "".join(f"{s}^{{commit}}\n" for s in shas)
+        found = git(["cat-file", "--batch-check"], mirror, check=False, timeout=60, input=asked)
+        lines = found.stdout.splitlines()
+        if (
+            found.returncode
+            or len(lines) != len(shas)
+            or any(" commit " not in f"{x} " for x in lines)
+        ):
+            return None
+        return [line.split()[0] for line in lines]
+
     def ensure(
         self,
         repo: str,
@@ -99,33 +121,37 @@ class RepoCache:
         *,
         sha: str | None = None,
         refs: Sequence[str] = (),
+        also: Sequence[str] = (),
         timeout: float = 1800.0,
     ) -> Path:
-        """The mirror, created or brought up to date. With `sha` already present nothing is
-        fetched; `refs` (e.g. `refs/pull/7/head`) are fetched besides branches and tags."""
+        """The mirror, created or brought up to date. With `sha` (and the further commits
+        `also`, e.g. a rebase's base tip) already present nothing is fetched; `refs` (e.g.
+        `refs/pull/7/head`) are fetched besides branches and tags."""
         mirror = self.mirror_path(repo)
-        if sha and _SHA.match(sha) and self.has(repo, sha):
+        wanted = [s for s in (sha, *also) if s]
+        if wanted and self.holds(repo, wanted):
             return mirror
-        with self.lock(repo):
+        with self.lock(repo) as waited:
             if not (mirror / "HEAD").exists():
                 tmp = mirror.with_name(mirror.name + ".new")
                 shutil.rmtree(tmp, ignore_errors=True)
                 git(["init", "--bare", "--quiet", str(tmp)], timeout=60)
-                git(["config", "remote.origin.url", clone_url], tmp)
                 os.replace(tmp, mirror)
-            elif sha and _SHA.match(sha) and self.has(repo, sha):
+            elif waited and wanted and self.holds(repo, wanted):
                 return mirror  # another job fetched it while we waited
-            git(["config", "remote.origin.url", clone_url], mirror)
+            # From the URL itself, not a remote in the mirror's config: one git process fewer,
+            # and a renamed repository's new URL needs no config change.
             specs = [*HEADS, *(f"+{r}:{r}" for r in refs)]
             git(
-                ["fetch", "--quiet", "--prune", "--no-write-fetch-head", "origin", *specs],
+                ["fetch", "--quiet", "--prune", "--no-write-fetch-head", clone_url, *specs],
                 mirror,
                 token,
                 timeout=timeout,
             )
             git(["gc", "--auto", "--quiet"], mirror, timeout=timeout)
-        if sha and not self.has(repo, sha):
-            raise RepoCacheError(f"{repo} has no commit {sha} after fetching")
+        if wanted and not self.holds(repo, wanted):  # a name, not a sha, is looked up alone
+            if missing := [s for s in wanted if not self.has(repo, s)]:
+                raise RepoCacheError(f"{repo} has no commit {', '.join(missing)} after fetching")
         return mirror
 
     def commit(
@@ -136,16 +162,15 @@ class RepoCache:
         token: TokenLike | None = None,
         *,
         refs: Sequence[str] = (),
+        also: Sequence[str] = (),
     ) -> str:
-        """The sha of the commit `rev` names, in a mirror brought up to date first (`ensure`)
-        unless `rev` is a full sha the mirror holds already: then one git process."""
+        """The sha of the commit `rev` names, in a mirror brought up to date first (`ensure`,
+        with the further commits `also`) unless `rev` is a full sha the mirror holds already
+        with them: then one git process."""
         mirror = self.mirror_path(repo)
-        if _SHA.match(rev) and (mirror / "HEAD").exists():
-            have = ["rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"]
-            found = git(have, mirror, check=False, timeout=60)
-            if found.returncode == 0:
-                return found.stdout.strip()
-        self.ensure(repo, clone_url, token, sha=rev, refs=refs)
+        if _SHA.match(rev) and (held := self._commits(repo, [rev, *also])) is not None:
+            return held[0]
+        self.ensure(repo, clone_url, token, sha=rev, refs=refs, also=also)
         return git(["rev-parse", "--verify", f"{rev}^{{commit}}"], mirror).stdout.strip()
 
     def checkout(

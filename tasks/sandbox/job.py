@@ -79,6 +79,7 @@ def job_sandbox(
     limits: Limits | None = None,
     token: TokenLike | None = None,
     refs: Sequence[str] = (),
+    also: Sequence[str] = (),
     branch: str | None = None,
     setup: str | None = None,
     snapshots: SnapshotStore | None = None,
@@ -92,7 +93,8 @@ def job_sandbox(
 ) -> Iterator[JobSandbox]:
     """A started sandbox with `rev` of `repo` checked out at /workspace; always removed.
 
-    The mirror is fetched only when it lacks `rev` (the token stays in the worker). With
+    The mirror is fetched only when it lacks `rev` or a commit in `also` (the token stays in
+    the worker). With
     `setup` and `snapshots`, the first job for a dependency key runs setup in a writable
     container and commits it; later jobs start from that image and skip setup. With a
     `gateway` and a non-empty `egress` policy (Docker only), setup reaches the allowed
@@ -103,7 +105,7 @@ def job_sandbox(
     runner joins them before the job ends), else they are done before this returns.
     """
     limits = limits or Limits()
-    commit = cache.commit(repo, rev, clone_url, token, refs=refs)
+    commit = cache.commit(repo, rev, clone_url, token, refs=refs, also=also)
     run_image, key, need_setup = image, None, bool(setup)
     if not isinstance(backend, DockerBackend) or gateway is None or not egress:
         gateway = egress = None  # setup runs with no network, as every other command

@@ -188,3 +188,16 @@ def test_a_broken_repository_file_drops_no_stricter_trigger_permission(thread: T
     cancel = thread.run(thread.comment("/agent cancel", "alice"))
     assert thread.job(rebase).state == JobState.RUNNING
     assert cancel.state == JobState.FAILED and cancel.result["left_running"] == [rebase]
+
+
+@pytest.mark.docker
+def test_an_outsiders_rebase_fetches_nothing_a_maintainers_fetches_early(thread: Thread) -> None:
+    """The mirror fetch starts beside the authorisation step, never before the policy: an
+    outsider's command makes the worker fetch nothing (their head could be any size)."""
+    thread.authorize("alice")
+    assert thread.run(thread.comment("/agent rebase", "bob")).result["error"] == "refused"
+    assert thread.double.calls(surface="git") == []
+    job = thread.run(thread.comment("/agent rebase", "alice"))
+    assert job.state == JobState.SUCCEEDED, (job.result, job.steps)
+    fetched = thread.double.calls("POST", "/octo/widgets.git/git-upload-pack", surface="git")
+    assert fetched  # the same command from someone permitted does fetch

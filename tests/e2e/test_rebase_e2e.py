@@ -390,3 +390,16 @@ def test_a_rebase_runs_none_of_the_repositorys_code(world: World, hook: str) -> 
     assert subjects == theirs.splitlines() and "evil" not in subjects
     assert "evil" not in git(world.double, "show", f"{new}:feature.py")
     assert git(world.double, "cat-file", "-e", f"{new}:evil.txt").startswith("!")
+
+
+def test_a_second_rebase_after_the_base_moved_again_is_pushed(world: World) -> None:
+    """The head is in the mirror from the first rebase; the new base tip is not, yet."""
+    authorize(world.db, world.double, "alice")
+    first = world.wait(world.comment("/agent rebase", "alice"))
+    assert first.state == JobState.SUCCEEDED, (first.result, first.steps)
+    world.double.commit(REPO, "main", {"lib.py": "A = 3\n"}, message="Move main again")
+    job = world.wait(world.comment("/agent rebase", "alice"))
+    assert job.state == JobState.SUCCEEDED, (job.result, job.steps, world.worker.output())
+    main, head = (world.double.branch_sha(REPO, b) for b in ("main", "feature"))
+    assert git(world.double, "merge-base", "--is-ancestor", str(main), str(head)) == ""
+    assert git(world.double, "diff", "--name-only", f"{main}..{head}") == "feature.py"

@@ -52,6 +52,24 @@ def test_mirror_is_fetched_only_when_the_commit_is_missing(
         cache.ensure("o/r", url, token, sha="0" * 40)
 
 
+def test_a_held_head_with_a_moved_base_is_fetched(
+    git_server: GitServer, tmp_path: Path, token: str
+) -> None:
+    """A rebase's head may be in the mirror while its base's new tip is not: `also` fetches."""
+    bare = git_server.root / "o" / "r.git"
+    head = make_repo(bare, {"a.txt": "1\n"})
+    cache, url = RepoCache(tmp_path / "cache"), git_server.url("o/r")
+    cache.ensure("o/r", url, token, sha=head)
+    base = push_commit(bare, "b.txt", "2\n")
+    assert cache.commit("o/r", head, url, token) == head and fetches(git_server) == 1
+    assert cache.commit("o/r", head, url, token, also=[base]) == head
+    assert fetches(git_server) == 2 and cache.holds("o/r", [head, base])
+    cache.ensure("o/r", url, token, sha=head, also=[base])
+    assert fetches(git_server) == 2  # both held: nothing fetched
+    with pytest.raises(RepoCacheError, match="0000000"):
+        cache.ensure("o/r", url, token, sha=head, also=["0" * 40])
+
+
 def test_checkout_is_local_complete_and_without_credentials(
     git_server: GitServer, tmp_path: Path, token: str
 ) -> None:
