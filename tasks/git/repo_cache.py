@@ -224,14 +224,16 @@ class RepoCache:
         *,
         branch: str | None = None,
         origin_url: str | None = None,
+        also: Sequence[str] = (),
     ) -> str:
         """Move a checkout that `checkout` made, and that no job has touched since (a primed
         pool workspace), to `rev`: only missing objects are fetched, only changed files
         written. Its branches are brought up to date too, as a fresh `checkout` would have
         them: a rebase onto a base that moved since the workspace was primed needs the new
-        base. The commit's sha."""
+        base. `also`: further commits (full shas) it must hold, such as that base's tip even
+        when only an onloop ref reaches it in the mirror. The commit's sha."""
         trust = {"safe.directory": str(dest)}  # owned by the sandbox's uid, made by us
-        wanted = ["+refs/heads/*:refs/remotes/origin/*"]
+        wanted = ["+refs/heads/*:refs/remotes/origin/*", *(s for s in also if _SHA.match(s))]
         if _SHA.match(rev):
             wanted.append(rev)  # a sha the workspace has already costs the fetch nothing
         else:

@@ -130,7 +130,7 @@ def job_sandbox(
     try:
         if primed and slot is not None:  # only move the checkout to the commit (and origin)
             origin = None if slot.origin == clone_url else clone_url
-            cache.refresh(repo, commit, workspace, branch=branch, origin_url=origin)
+            cache.refresh(repo, commit, workspace, branch=branch, origin_url=origin, also=also)
         else:
             cache.checkout(repo, commit, workspace, branch=branch, origin_url=clone_url)
         if need_setup and setup:

@@ -184,6 +184,27 @@ def test_a_primed_workspace_moved_to_a_new_head_has_the_moved_base_too(
     assert tip == moved
 
 
+def test_a_primed_workspace_gets_a_base_only_an_onloop_ref_reaches(
+    git_server: GitServer, tmp_path: Path, token: str
+) -> None:
+    """A base whose tip is onloop's own commit (its branch pushed to main by hand) is in the
+    mirror under refs/onloop/ only, not under its branches: `also` still brings it over."""
+    bare = git_server.root / "o" / "r.git"
+    first = make_repo(bare, {"a.txt": "1\n"})
+    cache = RepoCache(tmp_path / "cache")
+    mirror = cache.ensure("o/r", git_server.url("o/r"), token, sha=first)
+    primed = tmp_path / "primed"
+    cache.checkout("o/r", first, primed)
+    tree = git(["rev-parse", f"{first}^{{tree}}"], mirror).stdout.strip()
+    ident = {"GIT_AUTHOR_NAME": "o", "GIT_AUTHOR_EMAIL": "o@e"}
+    ident |= {"GIT_COMMITTER_NAME": "o", "GIT_COMMITTER_EMAIL": "o@e"}
+    made = ["commit-tree", tree, "-p", first, "-m", "onloop's"]
+    ours = git(made, mirror, env=ident).stdout.strip()
+    git(["update-ref", "refs/onloop/job-1", ours], mirror)
+    assert cache.refresh("o/r", first, primed, also=[ours]) == first
+    assert git(["cat-file", "-e", f"{ours}^{{commit}}"], primed, check=False).returncode == 0
+
+
 def test_commit_fetches_only_for_a_sha_the_mirror_lacks_or_a_name(
     git_server: GitServer, tmp_path: Path, token: str
 ) -> None:
