@@ -24,6 +24,16 @@ PARALLEL = {"checkout.workers": "8"}
 _SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 
 
+def needs_gc(repo: Path) -> bool:
+    """`git gc --auto`'s own test, without starting git: more than gc.auto (6,700) loose
+    objects, estimated from the objects/17 directory, or gc.autoPackLimit (50) packs
+    (https://git-scm.com/docs/git-gc#Documentation/git-gc.txt-gcauto)."""
+    loose, packs = repo / "objects" / "17", repo / "objects" / "pack"
+    sampled = len(os.listdir(loose)) if loose.is_dir() else 0
+    packed = len(list(packs.glob("*.idx"))) if packs.is_dir() else 0
+    return sampled > -(-6700 // 256) or packed >= 50
+
+
 class RepoCacheError(RuntimeError):
     """The cache could not provide what was asked."""
 
@@ -148,7 +158,8 @@ class RepoCache:
                 token,
                 timeout=timeout,
             )
-            git(["gc", "--auto", "--quiet"], mirror, timeout=timeout)
+            if needs_gc(mirror):
+                git(["gc", "--auto", "--quiet"], mirror, timeout=timeout)
         if wanted and not self.holds(repo, wanted):  # a name, not a sha, is looked up alone
             if missing := [s for s in wanted if not self.has(repo, s)]:
                 raise RepoCacheError(f"{repo} has no commit {', '.join(missing)} after fetching")

@@ -10,8 +10,11 @@ from pathlib import Path
 import pytest
 
 from tasks.git.process import git
-from tasks.git.repo_cache import RepoCache, RepoCacheError
+from tasks.git.repo_cache import RepoCache, RepoCacheError, needs_gc
 from tests.doubles.git_server import GitServer, make_repo
+
+IDENT = {"GIT_AUTHOR_NAME": "o", "GIT_AUTHOR_EMAIL": "o@e"}
+IDENT |= {"GIT_COMMITTER_NAME": "o", "GIT_COMMITTER_EMAIL": "o@e"}
 
 
 def fetches(server: GitServer) -> int:
@@ -196,10 +199,8 @@ def test_a_primed_workspace_gets_a_base_only_an_onloop_ref_reaches(
     primed = tmp_path / "primed"
     cache.checkout("o/r", first, primed)
     tree = git(["rev-parse", f"{first}^{{tree}}"], mirror).stdout.strip()
-    ident = {"GIT_AUTHOR_NAME": "o", "GIT_AUTHOR_EMAIL": "o@e"}
-    ident |= {"GIT_COMMITTER_NAME": "o", "GIT_COMMITTER_EMAIL": "o@e"}
     made = ["commit-tree", tree, "-p", first, "-m", "onloop's"]
-    ours = git(made, mirror, env=ident).stdout.strip()
+    ours = git(made, mirror, env=IDENT).stdout.strip()
     git(["update-ref", "refs/onloop/job-1", ours], mirror)
     assert cache.refresh("o/r", first, primed, also=[ours]) == first
     assert git(["cat-file", "-e", f"{ours}^{{commit}}"], primed, check=False).returncode == 0
@@ -224,3 +225,29 @@ def test_commit_fetches_only_for_a_sha_the_mirror_lacks_or_a_name(
     assert cache.refresh("o/r", third, primed) == third  # a sha it lacked: fetched, checked out
     assert (primed / "c.txt").read_text() == "3\n"
     assert cache.refresh("o/r", third, primed) == third  # and one it has
+
+
+def test_needs_gc_agrees_with_git_gc_auto(tmp_path: Path) -> None:
+    """The mirror's gc starts only when `git gc --auto` would act: a few loose objects leave
+    both alone; 9,000 make both act, and after git's gc there is nothing left to do."""
+    repo, files = tmp_path / "r.git", tmp_path / "files"
+    git(["init", "-q", "--bare", str(repo)])
+    files.mkdir()
+
+    def write_loose(count: int) -> None:  # blobs a branch reaches, so gc packs them
+        paths = []
+        for n in range(count):
+            (files / str(n)).write_text(f"blob {n} {count}\n")
+            paths.append(str(files / str(n)))
+        made = git(["hash-object", "-w", "--stdin-paths"], repo, input="\n".join(paths) + "\n")
+        listing = "".join(f"100644 blob {b}\t{n}\n" for n, b in enumerate(made.stdout.split()))
+        tree = git(["mktree"], repo, input=listing).stdout.strip()
+        commit = git(["commit-tree", tree, "-m", str(count)], repo, env=IDENT).stdout.strip()
+        git(["update-ref", f"refs/heads/b{count}", commit], repo)
+
+    write_loose(50)
+    assert not needs_gc(repo)
+    write_loose(9000)
+    assert needs_gc(repo)
+    git(["gc", "--auto", "--quiet"], repo)
+    assert not needs_gc(repo)
