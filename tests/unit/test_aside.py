@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import contextvars
 import threading
-from collections.abc import Sequence
 
 import pytest
 
 from app.core.aside import aside
-from tasks.blueprints.mirror_fetch import MirrorFetch
+from tasks.blueprints.mirror_fetch import MirrorFetch, Wanted
 
 WHO: contextvars.ContextVar[str] = contextvars.ContextVar("who", default="nobody")
 
@@ -30,18 +29,19 @@ def test_what_the_work_raised_is_raised_where_its_result_is_asked() -> None:
 
 
 def test_a_mirror_fetch_starts_once_and_a_failed_one_is_only_waited_for() -> None:
-    asked: list[tuple[str, list[str]]] = []
+    asked: list[Wanted] = []
     release, ended = threading.Event(), threading.Event()
 
-    def ensure(sha: str, refs: Sequence[str]) -> None:
-        asked.append((sha, list(refs)))
+    def ensure(wanted: Wanted) -> None:
+        asked.append(wanted)
         release.wait(10)
         ended.set()
         raise RuntimeError("the fetch failed")
 
     fetch = MirrorFetch(ensure)
-    fetch.prefetch("a" * 40, ["refs/pull/7/head"])
-    fetch.prefetch("b" * 40)  # one is under way: no second fetch
+    first = Wanted("a" * 40, ["refs/pull/7/head"], also=["c" * 40])
+    fetch.prefetch(first)
+    fetch.prefetch(Wanted("b" * 40))  # one is under way: no second fetch
     threading.Timer(0.05, release.set).start()
     fetch.wait()  # joins it; the sandbox's own check fetches again and says why
-    assert ended.is_set() and asked == [("a" * 40, ["refs/pull/7/head"])]
+    assert ended.is_set() and asked == [first]
