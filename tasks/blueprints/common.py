@@ -201,7 +201,7 @@ def begin(
     `acting`: the person whose token does the work when it is not the one who asked (a
     review's follow-up is the PR owner's commit): the asker passes the policy, then the job
     acts as them, and waits for their authorisation. `prefetch`: what the job's sandbox will
-    want from the mirror, fetched from as soon as the policy has passed (None: nothing)."""
+    want from the mirror, fetched from as soon as both have passed (None: nothing)."""
     install_token, repo = found or installation_repo(ctx)
     mirror = MirrorFetch(
         lambda wanted: ctx.workplace.cache.ensure(
@@ -231,10 +231,6 @@ def begin(
         budgets = check_start(ctx, loaded.config)
         step.output = f"@{login} is {role}; {loaded.config.trigger_permission} needed"
         step.output += f"; budgets: {budgets or 'none'}"
-    # Beside the authorisation and the job's next reads; never before the policy, so that a
-    # command from someone without the permission fetches nothing.
-    if prefetch is not None and (wanted := prefetch()) is not None:
-        mirror.prefetch(wanted)
     if acting is not None:
         act_as(ctx, *acting)
         login = acting[0]
@@ -250,4 +246,9 @@ def begin(
                 ) from None
             ask_to_authorize(ctx, repo, login, exc.reason)
             raise WaitForAuthorization(exc.reason) from None
+    # Beside the job's next reads; only once the policy passed and the person's token is at
+    # hand: a command from someone without the permission fetches nothing, and a job that
+    # waits for an authorisation leaves no fetch running.
+    if prefetch is not None and (wanted := prefetch()) is not None:
+        mirror.prefetch(wanted)
     return Work(ctx, repo, install_token, loaded, login, token, mirror)

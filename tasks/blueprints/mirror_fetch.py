@@ -39,10 +39,16 @@ class MirrorFetch:
     def prefetch(self, wanted: Wanted) -> None:
         """Start the fetch, unless one was started already."""
         if self._fetch is None:
-            self._fetch = aside("mirror-fetch", self.ensure, wanted)
+            self._fetch = aside("mirror-fetch", self._fetched, wanted)
+
+    def _fetched(self, wanted: Wanted) -> object:
+        try:
+            return self.ensure(wanted)
+        except Exception:  # said where it happened, also when the job ended before waiting
+            log.info("mirror.prefetch_failed", exc_info=True)
+            raise
 
     def wait(self) -> None:
         """Until the early fetch, if any, has ended."""
-        if self._fetch is not None and self._fetch.exception() is not None:
-            log.info("mirror.prefetch_failed", exc_info=self._fetch.exception())
-            self._fetch = None  # said once
+        if self._fetch is not None:
+            self._fetch.exception()

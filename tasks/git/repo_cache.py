@@ -22,16 +22,22 @@ HEADS = ("+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*")
 # the disk more than by a core, so more workers than cores still help.
 PARALLEL = {"checkout.workers": "8"}
 _SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
+# A fetch starts `git maintenance run --auto` when it ends, a process on every job's path:
+# the mirror's gc is started by `ensure` when needs_gc says so, and a workspace needs none.
+FETCH = ("fetch", "--quiet", "--no-auto-maintenance")
+_OBJECT_NAME = re.compile(r"^[0-9a-f]{38}([0-9a-f]{24})?$")  # a loose object's file name
 
 
 def needs_gc(repo: Path) -> bool:
     """`git gc --auto`'s own test, without starting git: more than gc.auto (6,700) loose
-    objects, estimated from the objects/17 directory, or gc.autoPackLimit (50) packs
+    objects, estimated from the objects in objects/17, or more than gc.autoPackLimit (50)
+    packs without a .keep file
     (https://git-scm.com/docs/git-gc#Documentation/git-gc.txt-gcauto)."""
     loose, packs = repo / "objects" / "17", repo / "objects" / "pack"
-    sampled = len(os.listdir(loose)) if loose.is_dir() else 0
-    packed = len(list(packs.glob("*.idx"))) if packs.is_dir() else 0
-    return sampled > -(-6700 // 256) or packed >= 50
+    sampled = sum(1 for n in os.listdir(loose) if _OBJECT_NAME.match(n)) if loose.is_dir() else 0
+    kept = packs.glob("*.idx") if packs.is_dir() else iter(())
+    packed = sum(1 for idx in kept if not idx.with_suffix(".keep").exists())
+    return sampled > -(-6700 // 256) or packed > 50
 
 
 class RepoCacheError(RuntimeError):
@@ -153,7 +159,7 @@ class RepoCache:
             # and a renamed repository's new URL needs no config change.
             specs = [*HEADS, *(f"+{r}:{r}" for r in refs)]
             git(
-                ["fetch", "--quiet", "--prune", "--no-write-fetch-head", clone_url, *specs],
+                [*FETCH, "--prune", "--no-write-fetch-head", clone_url, *specs],
                 mirror,
                 token,
                 timeout=timeout,
@@ -252,7 +258,7 @@ class RepoCache:
             wanted += [rev] if missing.returncode else []
         with self.lock(repo, shared=True):
             git(
-                ["fetch", "--quiet", "--no-tags", "--prune", str(self.mirror_path(repo)), *wanted],
+                [*FETCH, "--no-tags", "--prune", str(self.mirror_path(repo)), *wanted],
                 dest,
                 config=trust,
                 timeout=600,
@@ -299,7 +305,7 @@ class RepoCache:
             if not heads:
                 raise RepoCacheError("the bundle has no commits")
             git(
-                ["fetch", "--quiet", "--no-tags", str(bundle), f"+{heads[1]}:{ref}"],
+                [*FETCH, "--no-tags", str(bundle), f"+{heads[1]}:{ref}"],
                 mirror,
                 config={"transfer.fsckObjects": "true"},
             )

@@ -5,6 +5,7 @@ real runners run the jobs against the GitHub double, with a real Redis and datab
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -192,12 +193,17 @@ def test_a_broken_repository_file_drops_no_stricter_trigger_permission(thread: T
 
 @pytest.mark.docker
 def test_an_outsiders_rebase_fetches_nothing_a_maintainers_fetches_early(thread: Thread) -> None:
-    """The mirror fetch starts beside the authorisation step, never before the policy: an
-    outsider's command makes the worker fetch nothing (their head could be any size)."""
-    thread.authorize("alice")
+    """The mirror fetch starts once the policy and the authorisation have passed: an
+    outsider's command makes the worker fetch nothing (their head could be any size), nor
+    does a job that waits for the person's authorisation."""
     assert thread.run(thread.comment("/agent rebase", "bob")).result["error"] == "refused"
+    waiting = thread.run(thread.comment("/agent rebase", "alice"))  # not authorised yet
+    assert waiting.state == JobState.WAITING_FOR_AUTHORIZATION, waiting.result
+    for fetching in [t for t in threading.enumerate() if t.name == "mirror-fetch"]:
+        fetching.join(30)  # a fetch either job had started would have reached the double
     assert thread.double.calls(surface="git") == []
-    job = thread.run(thread.comment("/agent rebase", "alice"))
+    thread.authorize("carol")
+    job = thread.run(thread.comment("/agent rebase", "carol"))
     assert job.state == JobState.SUCCEEDED, (job.result, job.steps)
     fetched = thread.double.calls("POST", "/octo/widgets.git/git-upload-pack", surface="git")
     assert fetched  # the same command from someone permitted does fetch

@@ -251,3 +251,27 @@ def test_needs_gc_agrees_with_git_gc_auto(tmp_path: Path) -> None:
     assert needs_gc(repo)
     git(["gc", "--auto", "--quiet"], repo)
     assert not needs_gc(repo)
+
+
+def test_needs_gc_counts_packs_as_git_does(tmp_path: Path) -> None:
+    """50 packs are git's limit: at 50 neither acts, at 51 both do; a kept pack counts for
+    neither."""
+    repo = tmp_path / "r.git"
+    git(["init", "-q", "--bare", str(repo)])
+
+    def packs() -> list[Path]:
+        return sorted((repo / "objects" / "pack").glob("*.idx"))
+
+    for n in range(51):
+        blob = git(["hash-object", "-w", "--stdin"], repo, input=f"pack {n}\n").stdout
+        git(["pack-objects", "-q", str(repo / "objects" / "pack" / "pack")], repo, input=blob)
+        if n == 49:
+            assert len(packs()) == 50 and not needs_gc(repo)
+    assert len(packs()) == 51 and needs_gc(repo)
+    packs()[0].with_suffix(".keep").touch()
+    assert not needs_gc(repo)
+    git(["gc", "--auto", "--quiet"], repo)
+    assert len(packs()) == 51  # git agrees: with one kept, 50 packs are not too many
+    packs()[0].with_suffix(".keep").unlink()
+    git(["gc", "--auto", "--quiet"], repo)
+    assert len(packs()) < 51 and not needs_gc(repo)
