@@ -4,6 +4,7 @@ and the job's commits brought out through a bundle and pushed with the token."""
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -250,7 +251,8 @@ def test_pool_primes_the_next_job_of_a_repository(
             assert one.pooled and not one.primed
             assert one.sandbox.exec("cat old.txt").stdout == "old\n"
         pool.settle()
-        second = push_commit(bare, "new.txt", "new\n")
+        push_commit(bare, "new.txt", "new\n")
+        second = push_commit(bare, "pkg/sub/deep.py", "D = 1\n")  # directories it lacked
         with job_sandbox(
             backend, cache, job_id=new_job_id(), rev=second, branch="onloop/x", **common
         ) as two:
@@ -262,6 +264,21 @@ def test_pool_primes_the_next_job_of_a_repository(
             assert sb.exec("git rev-parse --abbrev-ref HEAD").stdout.strip() == "onloop/x"
             config = sb.exec("cat .git/config").stdout
             assert token not in config and "@" not in config
+            if os.geteuid() == 0:  # handed to the sandbox's user, new directories too
+                uid = two.sandbox.limits.uid
+                stray = [  # hard links into the mirror stay root's, read-only
+                    str(f)
+                    for f in [two.workspace, *two.workspace.rglob("*")]
+                    if (st := f.lstat()).st_uid != uid
+                    and (stat.S_ISDIR(st.st_mode) or st.st_nlink == 1)
+                ]
+                assert stray == []
+            ident = "-c user.name=a -c user.email=a@e"
+            wrote = sb.exec(
+                f"echo X = 2 > pkg/sub/more.py && echo changed > new.txt && git add -A && "
+                f"git {ident} commit -qm more && git {ident} commit -q --amend -m again"
+            )
+            assert wrote.ok, wrote.output
     finally:
         pool.close()
     mine = {"label": f"{POOL_LABEL}={process_token()}"}

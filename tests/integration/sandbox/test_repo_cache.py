@@ -24,6 +24,7 @@ def fetches(server: GitServer) -> int:
 def push_commit(bare: Path, name: str, text: str) -> str:
     work = bare.with_name("tmp-work")
     subprocess.run(["git", "clone", "-q", str(bare), str(work)], check=True)
+    (work / name).parent.mkdir(parents=True, exist_ok=True)
     (work / name).write_text(text)
     ident = ["-c", "user.name=T", "-c", "user.email=t@e"]
     subprocess.run(["git", "-C", str(work), "add", "-A"], check=True)
