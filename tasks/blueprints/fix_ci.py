@@ -256,7 +256,7 @@ def run_fix_ci(ctx: JobContext) -> dict[str, Any]:
     pull = PullRef.of(pr, repo) if pr is not None else None
     head_sha = pull.head_sha if pull is not None else str(trigger)
     refs = pull.fetch_refs if pull is not None else []
-    try:  # the head is fetched beside the authorisation and the read of the failures
+    try:  # once the person may, the head is fetched beside the read of the failures
         work = begin(ctx, "fix", found, pull, prefetch=lambda: Wanted(head_sha, refs))
     except JobFailed as refused:
         if refused.result.get("rule") != STOP_RULE:

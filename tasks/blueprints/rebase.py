@@ -276,8 +276,8 @@ def run_rebase(ctx: JobContext) -> dict[str, Any]:
     asked = aside("pull-read", read)  # beside the policy step
 
     def to_fetch() -> Wanted | None:
-        """The head and the base to fetch once the policy passed (a failed read is raised
-        below, where it always was)."""
+        """The head and the base to fetch once the policy and the authorisation passed (a
+        failed read is raised below, where it always was)."""
         if asked.exception() is not None:
             return None
         pr, base = asked.result()
