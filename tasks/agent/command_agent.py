@@ -67,6 +67,9 @@ class CommandAgent:
         except SandboxError as exc:
             stopped = Stop.CANCELLED if cancel.is_set() else Stop.ERROR
             return AgentResult(ran=True, summary=f"the sandbox went away: {exc}", stopped=stopped)
+        except ws.ToolError as exc:  # e.g. the repository holds a directory named TASK.md
+            said = f"the agent command did not run: {TASK_FILE} could not be written ({exc})"
+            return AgentResult(ran=True, summary=said, stopped=Stop.ERROR)
         done, reported = wrapped.result, wrapped.usage
         if not wrapped.restored:  # killed (time, cancel) before it could put TASK.md back
             reported = _restore(sandbox, wrapped)

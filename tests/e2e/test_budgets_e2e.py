@@ -110,7 +110,9 @@ def test_a_job_stopped_at_its_budget_pushes_wip_and_continue_finishes_it(
     # The next day's budget (here: the operator raises it) lets it finish from the WIP branch.
     org_file(Path(str(world.settings.config_file)), "  agent_tokens: 50000\n")
     done = world.wait(comment_on_issue(world, issue.number, "/agent continue", "carol"))
-    assert done.state == JobState.SUCCEEDED, (done.result, done.steps, world.worker.output())
+    if done.state != JobState.SUCCEEDED:  # whole, where an assertion's message is cut short
+        print(world.worker.output())
+    assert done.state == JobState.SUCCEEDED, (done.result, done.steps)
     assert done.result["continued"] == job.id and done.result["pr"]
     head = world.double.branch_sha(REPO, f"onloop/issue-{issue.number}")
     assert head is not None

@@ -60,6 +60,18 @@ def test_a_repository_task_md_is_put_back(start: StartFn) -> None:
     assert (box.workspace / "TASK.md").read_text() == "the project's own task list\n"
 
 
+def test_a_task_md_that_cannot_be_written_is_an_error_that_says_so(start: StartFn) -> None:
+    """A repository's own TASK.md directory: the command does not run, and the job is told
+    why (an agent error, not an internal one)."""
+    box = start()
+    assert box.exec('mkdir TASK.md && echo "the project\'s" > TASK.md/notes.txt').ok
+    result = CommandAgent("touch ran.txt").run(box, TASK, Budget(), threading.Event())
+    assert result.stopped is Stop.ERROR, result
+    assert "did not run: TASK.md could not be written" in result.summary
+    assert not (box.workspace / "ran.txt").exists()
+    assert (box.workspace / "TASK.md" / "notes.txt").read_text() == "the project's\n"
+
+
 def test_failing_command_is_an_error_with_its_output(start: StartFn) -> None:
     box = start()
     script = "for i in $(seq 1 5000); do echo line $i; done; echo broke >&2; exit 7"
