@@ -268,10 +268,10 @@ def run_rebase(ctx: JobContext) -> dict[str, Any]:
     found = installation_repo(ctx)
     number, repo = ctx.job.number, found[1]
 
-    def read() -> tuple[PullRequest, str]:
-        """The pull request and its base's tip."""
+    def read() -> tuple[PullRequest, PullRef, str]:
+        """The pull request, its head, and its base's tip."""
         pr = repo.get_pull(number)
-        return pr, repo.get_branch(pr.base.ref).commit.sha
+        return pr, PullRef.of(pr, repo), repo.get_branch(pr.base.ref).commit.sha
 
     asked = aside("pull-read", read)  # beside the policy step
 
@@ -280,13 +280,11 @@ def run_rebase(ctx: JobContext) -> dict[str, Any]:
         failed read is raised below, where it always was)."""
         if asked.exception() is not None:
             return None
-        pr, base = asked.result()
-        head = PullRef.of(pr, repo)
+        _, head, base = asked.result()
         return Wanted(head.head_sha, head.fetch_refs, also=(base,))
 
     work = begin(ctx, "rebase", found, prefetch=to_fetch)
-    pr, base_sha = asked.result()
-    pull = PullRef.of(pr, work.repo)
+    pr, pull, base_sha = asked.result()
     if pull.can_push_to_head:  # where the head may be force-pushed, read on a thread
         work.targets.prefetch(pull.head_ref, pull.head_repo)
     state = Rebase(work, pr, pull, base_sha=base_sha)

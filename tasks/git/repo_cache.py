@@ -6,6 +6,7 @@ import contextlib
 import fcntl
 import fnmatch
 import hashlib
+import math
 import os
 import re
 import shutil
@@ -26,18 +27,19 @@ _SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 # the mirror's gc is started by `ensure` when needs_gc says so, and a workspace needs none.
 FETCH = ("fetch", "--quiet", "--no-auto-maintenance")
 _OBJECT_NAME = re.compile(r"^[0-9a-f]{38}([0-9a-f]{24})?$")  # a loose object's file name
+GC_AUTO, GC_AUTO_PACK_LIMIT = 6700, 50  # git's defaults for gc.auto and gc.autoPackLimit
 
 
 def needs_gc(repo: Path) -> bool:
-    """`git gc --auto`'s own test, without starting git: more than gc.auto (6,700) loose
-    objects, estimated from the objects in objects/17, or more than gc.autoPackLimit (50)
-    packs without a .keep file
+    """`git gc --auto`'s own test, without starting git: more than gc.auto loose objects,
+    estimated as git does from objects/17 (one of 256 directories), or more than
+    gc.autoPackLimit packs without a .keep file
     (https://git-scm.com/docs/git-gc#Documentation/git-gc.txt-gcauto)."""
     loose, packs = repo / "objects" / "17", repo / "objects" / "pack"
     sampled = sum(1 for n in os.listdir(loose) if _OBJECT_NAME.match(n)) if loose.is_dir() else 0
     kept = packs.glob("*.idx") if packs.is_dir() else iter(())
     packed = sum(1 for idx in kept if not idx.with_suffix(".keep").exists())
-    return sampled > -(-6700 // 256) or packed > 50
+    return sampled > math.ceil(GC_AUTO / 256) or packed > GC_AUTO_PACK_LIMIT
 
 
 class RepoCacheError(RuntimeError):
