@@ -53,6 +53,7 @@ __all__ = [  # the container's spec lives in tasks.sandbox.docker_spec; callers 
     "remove_container",
 ]
 
+START_PAUSES = (0.2, 1.0)  # seconds before each new try of a command docker did not start
 KILL_ALL = ["/bin/sh", "-c", "kill -KILL -1"]  # every process of the command's uid but itself
 # Why an image may not run (None: it may); tasks.sandbox.allowed.ImageGate is the worker's.
 ImageCheck = Callable[[docker.DockerClient, str], str | None]
@@ -89,6 +90,26 @@ class DockerSandbox(Sandbox):
     def _exec(
         self, args: list[str], timeout: float, env: dict[str, str], workdir: str
     ) -> ExecResult:
+        """Run one command; one docker could not start is tried again (START_PAUSES), since
+        under load the daemon fails a start now and then that the next one makes."""
+        begun = time.monotonic()
+        for pause in (*START_PAUSES, None):
+            left = timeout - (time.monotonic() - begun)
+            result, started = self._exec_once(args, left, env, workdir)
+            if started or pause is None or self.stopped or left <= pause:
+                return result
+            log.warning(
+                "docker could not start a command in job %s's sandbox; trying again: %s",
+                self.job_id,
+                result.stderr.strip()[-500:],
+            )
+            time.sleep(pause)
+        raise AssertionError("unreachable: the last pause is None")
+
+    def _exec_once(
+        self, args: list[str], timeout: float, env: dict[str, str], workdir: str
+    ) -> tuple[ExecResult, bool]:
+        """One try of a command, and whether its process started at all."""
         api = self.client.api
         begun = time.monotonic()
         out = TailBuffer(self.limits.output_bytes, partial(self.stream, "stdout"))
@@ -102,7 +123,7 @@ class DockerSandbox(Sandbox):
             if self.stopped:
                 raise SandboxError(f"sandbox for job {self.job_id} was stopped") from exc
             # e.g. no pid left for the command: the sandbox is still there, the command is not
-            return ExecResult(126, stderr=f"could not start the command: {exc.explanation}")
+            return ExecResult(126, stderr=f"could not start the command: {exc.explanation}"), False
 
         def pump() -> None:
             try:
@@ -125,13 +146,18 @@ class DockerSandbox(Sandbox):
             if reader.is_alive():
                 self.stop()
                 reader.join(10)
-        code = -1
+        code, started = -1, True
         timed_out = timed_out or self.stopped  # removed at the job's deadline meanwhile
         if timed_out:
             gone = " (the sandbox was removed)" if self.stopped else ""
             err.add(f"\nonloop: command timed out after {timeout:g}s{gone}\n".encode())
         else:
-            code = self._exit_code(exec_id)
+            code, started = self._exit_code(exec_id)
+        if not started:
+            # The daemon writes why a start failed to the stream's stdout (exit 126), e.g.
+            # "OCI runtime exec failed: ...": it is docker's, not the command's, output.
+            said = out.text().strip() or f"exit {code}"
+            return ExecResult(126, stderr=f"could not start the command: {said}"), False
         return ExecResult(
             exit_code=code,
             stdout=out.text(),
@@ -139,18 +165,19 @@ class DockerSandbox(Sandbox):
             timed_out=timed_out,
             duration=time.monotonic() - begun,
             truncated=out.truncated or err.truncated,
-        )
+        ), True
 
-    def _exit_code(self, exec_id: str) -> int:
+    def _exit_code(self, exec_id: str) -> tuple[int, bool]:
+        """The command's exit code, and False if its process never started (no pid)."""
         for _ in range(50):
             try:
                 info = self.client.api.exec_inspect(exec_id)
             except docker.errors.APIError:
-                return -1
+                return -1, True
             if info.get("ExitCode") is not None and not info.get("Running"):
-                return int(info["ExitCode"])
+                return int(info["ExitCode"]), bool(info.get("Pid"))
             time.sleep(0.02)
-        return -1
+        return -1, True
 
     def kill_processes(self, attempts: int = 5) -> bool:
         """Kill every process the commands started, keeping the container; False if not

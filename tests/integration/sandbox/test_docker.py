@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 import uuid
 from pathlib import Path
@@ -11,7 +12,13 @@ import pytest
 from click.testing import CliRunner
 
 from tasks.sandbox.base import Limits, SandboxError
-from tasks.sandbox.docker_backend import JOB_LABEL, POOL_LABEL, DockerBackend, create_kwargs
+from tasks.sandbox.docker_backend import (
+    JOB_LABEL,
+    POOL_LABEL,
+    START_PAUSES,
+    DockerBackend,
+    create_kwargs,
+)
 from tasks.sandbox.pool import WarmPool
 from tasks.sandbox.reaper import process_token, reap
 from tests.doubles.sandboxes import job_containers, new_job_id
@@ -148,3 +155,43 @@ def test_build_image_skips_an_image_with_the_same_content(image: str) -> None:
     result = CliRunner().invoke(sandbox, ["build-image", "--tag", image])
     assert result.exit_code == 0, result.output
     assert "up to date" in result.output
+
+
+class MakeDirOnRetry(logging.Handler):
+    """Makes the workspace's missing directory when the sandbox says it tries again."""
+
+    def __init__(self, missing: Path) -> None:
+        super().__init__(logging.WARNING)
+        self.missing = missing
+        self.retries: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "trying again" in record.getMessage():
+            self.retries.append(record.getMessage())
+            self.missing.mkdir(exist_ok=True)
+            self.missing.chmod(0o777)
+
+
+def test_a_command_docker_could_not_start_is_tried_again(
+    docker_client: Any, image: str, tmp_path: Path
+) -> None:
+    # Under load dockerd fails an exec's start now and then (CI saw an overlay mount's
+    # "Invalid argument"): a process that never started is started again, not reported as the
+    # command's failure. A missing working directory fails the start the same way, for real.
+    missing = tmp_path / "later"
+    handler = MakeDirOnRetry(missing)
+    logging.getLogger("tasks.sandbox.docker_backend").addHandler(handler)
+    try:
+        with DockerBackend(docker_client).start(new_job_id(), image, tmp_path, Limits()) as sb:
+            done = sb.exec(["sh", "-c", "pwd"], workdir="/workspace/later")
+            assert len(handler.retries) == 1, handler.retries
+            assert (done.exit_code, done.stdout.strip()) == (0, "/workspace/later")
+            missing.rmdir()
+            never = sb.exec(["sh", "-c", "pwd"], workdir="/workspace/nowhere")
+    finally:
+        logging.getLogger("tasks.sandbox.docker_backend").removeHandler(handler)
+    # It stays missing: after the last try the failure is docker's, said as such.
+    assert len(handler.retries) == 1 + len(START_PAUSES), handler.retries
+    assert never.exit_code == 126 and not never.stdout
+    assert never.stderr.startswith("could not start the command: OCI runtime exec failed")
+    assert "/workspace/nowhere" in never.stderr
