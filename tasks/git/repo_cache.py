@@ -6,7 +6,6 @@ import contextlib
 import fcntl
 import fnmatch
 import hashlib
-import math
 import os
 import re
 import shutil
@@ -14,8 +13,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from redis import Redis
-
+from tasks.git.mirror_upkeep import drop_old_job_refs, needs_gc
 from tasks.git.process import TokenLike, git
 
 HEADS = ("+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*")
@@ -26,20 +24,6 @@ _SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 # A fetch starts `git maintenance run --auto` when it ends, a process on every job's path:
 # the mirror's gc is started by `ensure` when needs_gc says so, and a workspace needs none.
 FETCH = ("fetch", "--quiet", "--no-auto-maintenance")
-_OBJECT_NAME = re.compile(r"^[0-9a-f]{38}([0-9a-f]{24})?$")  # a loose object's file name
-GC_AUTO, GC_AUTO_PACK_LIMIT = 6700, 50  # git's defaults for gc.auto and gc.autoPackLimit
-
-
-def needs_gc(repo: Path) -> bool:
-    """`git gc --auto`'s own test, without starting git: more than gc.auto loose objects,
-    estimated as git does from objects/17 (one of 256 directories), or more than
-    gc.autoPackLimit packs without a .keep file
-    (https://git-scm.com/docs/git-gc#Documentation/git-gc.txt-gcauto)."""
-    loose, packs = repo / "objects" / "17", repo / "objects" / "pack"
-    sampled = sum(1 for n in os.listdir(loose) if _OBJECT_NAME.match(n)) if loose.is_dir() else 0
-    kept = packs.glob("*.idx") if packs.is_dir() else iter(())
-    packed = sum(1 for idx in kept if not idx.with_suffix(".keep").exists())
-    return sampled > math.ceil(GC_AUTO / 256) or packed > GC_AUTO_PACK_LIMIT
 
 
 class RepoCacheError(RuntimeError):
@@ -56,15 +40,12 @@ class RepoCache:
     """Bare mirrors under `root`, updated with fetch under a per-mirror lock.
 
     The lock is `fcntl.flock` on a file per mirror (exclusive to change the mirror, shared
-    to read from it), so it holds between processes on one host; give `redis` (a redis
-    client) to also take a Redis lock when several hosts share the cache directory.
+    to read from it), so it holds between the processes of one host. Each host keeps a cache
+    of its own: flock does not hold across hosts, so the directory is never shared.
     """
 
-    def __init__(
-        self, root: Path, *, redis: Redis | None = None, lock_timeout: float = 900.0
-    ) -> None:
+    def __init__(self, root: Path, *, lock_timeout: float = 900.0) -> None:
         self.root = root
-        self.redis = redis
         self.lock_timeout = lock_timeout
         for sub in ("mirrors", "locks"):
             (root / sub).mkdir(parents=True, exist_ok=True)
@@ -91,15 +72,7 @@ class RepoCache:
                         raise RepoCacheError(f"timed out waiting for the lock on {repo}") from None
                     waited = True
                     time.sleep(0.05)
-            if self.redis is not None and not shared:
-                with self.redis.lock(
-                    f"onloop:repo-cache:{slug(repo)}",
-                    timeout=self.lock_timeout,
-                    blocking_timeout=self.lock_timeout,
-                ):
-                    yield True  # another host may have fetched meanwhile
-            else:
-                yield waited
+            yield waited
         finally:
             os.close(fd)  # closing releases the flock
 
@@ -167,6 +140,7 @@ class RepoCache:
                 timeout=timeout,
             )
             if needs_gc(mirror):
+                drop_old_job_refs(mirror)  # each job leaves its refs: the gc lets the old go
                 git(["gc", "--auto", "--quiet"], mirror, timeout=timeout)
         if wanted and not self.holds(repo, wanted):  # a name, not a sha, is looked up alone
             if missing := [s for s in wanted if not self.has(repo, s)]:

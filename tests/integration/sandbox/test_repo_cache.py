@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from tasks.git.mirror_upkeep import GC_AUTO_PACK_LIMIT, KEEP_JOB_REFS, needs_gc
 from tasks.git.process import git
-from tasks.git.repo_cache import RepoCache, RepoCacheError, needs_gc
+from tasks.git.repo_cache import RepoCache, RepoCacheError
 from tests.doubles.git_server import GitServer, make_repo
 
 IDENT = {"GIT_AUTHOR_NAME": "o", "GIT_AUTHOR_EMAIL": "o@e"}
@@ -276,3 +277,36 @@ def test_needs_gc_counts_packs_as_git_does(tmp_path: Path) -> None:
     packs()[0].with_suffix(".keep").unlink()
     git(["gc", "--auto", "--quiet"], repo)
     assert len(packs()) < 51 and not needs_gc(repo)
+
+
+def test_a_gc_lets_the_old_job_refs_go_and_keeps_the_newest(
+    git_server: GitServer, tmp_path: Path, token: str
+) -> None:
+    """Each job leaves refs/onloop/job-<id> in the mirror: when the mirror needs a gc, the
+    refs of all but the newest KEEP_JOB_REFS jobs go first; other onloop refs stay."""
+    bare = git_server.root / "o" / "r.git"
+    first = make_repo(bare, {"a.txt": "1\n"})
+    cache, url = RepoCache(tmp_path / "cache"), git_server.url("o/r")
+    mirror = cache.ensure("o/r", url, token, sha=first)
+    ids = [*range(1, KEEP_JOB_REFS + 6)]
+    lines = [f"create refs/onloop/job-{n} {first}\n" for n in ids]
+    lines += [f"create refs/onloop/job-{n}-suggestions {first}\n" for n in (1, ids[-1])]
+    lines.append(f"create refs/onloop/backup/main/1 {first}\n")
+    git(["update-ref", "--stdin"], mirror, input="".join(lines))
+
+    def refs() -> set[str]:
+        return set(
+            git(["for-each-ref", "--format=%(refname)", "refs/onloop/"], mirror).stdout.split()
+        )
+
+    for n in range(GC_AUTO_PACK_LIMIT + 1):  # packs past git's limit: a gc is due
+        blob = git(["hash-object", "-w", "--stdin"], mirror, input=f"pack {n}\n").stdout
+        git(["pack-objects", "-q", str(mirror / "objects" / "pack" / "pack")], mirror, input=blob)
+    before = refs()
+    push_commit(bare, "b.txt", "2\n")
+    cache.ensure("o/r", url, token)  # fetches, then the gc
+    gone = before - refs()
+    assert gone == {f"refs/onloop/job-{n}" for n in range(1, 6)} | {"refs/onloop/job-1-suggestions"}
+    assert f"refs/onloop/job-{ids[-1]}-suggestions" in refs()
+    assert "refs/onloop/backup/main/1" in refs()
+    assert len([r for r in refs() if r.startswith("refs/onloop/job-")]) == KEEP_JOB_REFS + 1
