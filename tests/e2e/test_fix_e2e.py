@@ -299,6 +299,13 @@ def test_the_audit_log_accounts_for_every_write_of_a_job(agent_world: World) -> 
     job_id = job.id
     assert job.state == JobState.SUCCEEDED, job.result
     world.bot_comment_with("Done", issue.number)  # the status comment's last edit
+    # and the check run's, which may come a moment later: until then a write is still to come
+
+    def concluded() -> bool:
+        runs = [r for r in world.double.checks.runs.values() if r.external_id == str(job_id)]
+        return bool(runs) and all(r.status == "completed" for r in runs)
+
+    wait_until(concluded, 30, "the job's check run to be completed")
 
     def seen() -> list[tuple[str, str, str | None]]:
         calls = world.double.calls(surface="api")
@@ -308,8 +315,7 @@ def test_the_audit_log_accounts_for_every_write_of_a_job(agent_world: World) -> 
         entries = audit.entries(world.db, job_id=job_id, action=audit.GITHUB_WRITE)
         return sorted((e.detail["method"], e.detail["path"], e.token_kind) for e in entries)
 
-    # The double answers a write a moment before onloop records it, and the check run's
-    # last edit may come just after the status comment's.
+    # The double answers a write a moment before onloop records it.
     try:
         wait_until(lambda: logged() == seen(), 30, "the audit log to account for every write")
     finally:
