@@ -94,11 +94,10 @@ def job_sandbox(
     """A started sandbox with `rev` of `repo` checked out at /workspace; always removed.
 
     The mirror is fetched only when it lacks `rev` or a commit in `also` (the token stays in
-    the worker). With
-    `setup` and `snapshots`, the first job for a dependency key runs setup in a writable
-    container and commits it; later jobs start from that image and skip setup. With a
-    `gateway` and a non-empty `egress` policy (Docker only), setup reaches the allowed
-    registries through the gateway's proxy; everything after it runs with no network.
+    the worker). With `setup` and `snapshots`, the first job for a dependency key runs setup
+    in a writable container and commits it; later jobs start from that image and skip
+    setup. With a `gateway` and a non-empty `egress` policy (Docker only), setup reaches the
+    allowed registries through the gateway's proxy; everything after it runs with no network.
     Snapshots are keyed by `scope` (the installation) and `trust`; an untrusted head's setup
     runs on a read-only root and no snapshot is looked up or written for it. With `teardown`,
     the sandbox's removal and the pool's refill are handed to it (the job pushes first; its

@@ -85,8 +85,8 @@ class World:
             job = self.job(job_id)
             steps = job.steps or []
             # A job that ended never gets there: say how it ended, not "timed out" later.
-            ended = (job.state, job.result, steps, self.worker.output())
-            assert job.state not in TERMINAL_STATES, ended
+            if job.state in TERMINAL_STATES:
+                raise AssertionError((job.state, job.result, steps, self.worker.output()))
             return bool(steps) and steps[-1]["name"] == name and steps[-1]["state"] == "running"
 
         wait_until(running, 180, f"job {job_id} running {name}")
